@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The test command (README, CI): installs what is missing, builds, and runs the
+# CPU test suite twice: in the release build, then in an ASan+UBSan build.
+#   scripts/test.sh            both builds
+#   scripts/test.sh --fast     release build only
+# GPU tests (label gpu) are not run here: scripts/test_gpu.sh runs them on a GPU machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+fast=0
+[ "${1:-}" = "--fast" ] && fast=1
+
+bash scripts/setup.sh
+start=$(date +%s)
+
+echo "== release build =="
+bash scripts/build.sh release
+ctest --test-dir build/release -LE gpu --output-on-failure -j "$(nproc)" --timeout 900
+
+if [ "$fast" -eq 0 ]; then
+  echo "== sanitizer build (ASan + UBSan) =="
+  bash scripts/build.sh sanitize
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir build/sanitize -LE "gpu|slow" --output-on-failure -j "$(nproc)" --timeout 1800
+fi
+echo "test.sh: all suites passed in $(( $(date +%s) - start )) s"
