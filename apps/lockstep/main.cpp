@@ -1,6 +1,7 @@
 // The lockstep command line: one binary, one subcommand per job.
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -13,6 +14,22 @@
 #include "lockstep/verify/report.hpp"
 
 namespace {
+
+// Rejects a number <= 0 with a message that names the value (CLI11 prefixes
+// the flag), e.g. "--effort: must be a number > 0, got -1".
+const CLI::Validator kPositive(
+    [](std::string& s) -> std::string {
+      double v = 0;
+      try {
+        std::size_t used = 0;
+        v = std::stod(s, &used);
+        if (used != s.size()) return "must be a number > 0, got '" + s + "'";
+      } catch (const std::exception&) {
+        return "must be a number > 0, got '" + s + "'";
+      }
+      return v > 0 ? std::string() : "must be a number > 0, got " + s;
+    },
+    "> 0");
 
 int run_version() {
   fmt::print("lockstep {}\nNUMERIC_SPEC_VERSION {}\nbuild {} (CUDA {}, MPFR {})\n",
@@ -89,9 +106,9 @@ int main(int argc, char** argv) {
   verify->add_option("suites", suite_names, "suites to run (default: all; see --list)");
   verify->add_option("--seed", vopt.seed, "random seed (default: from the clock, printed)");
   verify->add_option("--effort", vopt.effort, "scale every suite's case count (e.g. 0.1, 10)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   verify->add_option("--threads", vopt.threads, "CPU threads (0: all)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0, 4096));
   verify->add_flag("--list", list, "list the suites and exit");
 
   try {
