@@ -9,6 +9,7 @@ packages=(
   libcli11-dev libfmt-dev nlohmann-json3-dev   # CLI, formatting, JSON
   libxxhash-dev                                # tensor bit-pattern hashing
   libmpfr-dev                                  # independent reference for the IEEE oracle
+  zlib1g-dev                                   # inflating the corpus package's R data
 )
 
 missing=()
@@ -31,3 +32,21 @@ if [ -x /usr/local/cuda/bin/nvcc ]; then
 else
   echo "setup: no nvcc at /usr/local/cuda: building the CPU backend only"
 fi
+
+# The embedded English corpus: Jane Austen's six novels from Debian's
+# r-cran-janeaustenr (public domain text, MIT-licensed package). Only the .deb
+# is fetched and unpacked into data/ (R itself is not installed); lockstep's
+# own code reads the R data file (src/lockstep/data/rdata.*).
+cd "$(dirname "$0")/.."
+rdb=data/janeaustenr/Rdata.rdb
+if [ ! -s "$rdb" ]; then
+  echo "setup: fetching the corpus package r-cran-janeaustenr"
+  tmp=$(mktemp -d)
+  ( cd "$tmp" && apt-get download r-cran-janeaustenr 2>/dev/null || { apt-get update -qq && apt-get download r-cran-janeaustenr; } )
+  dpkg-deb -x "$tmp"/r-cran-janeaustenr_*.deb "$tmp/x"
+  mkdir -p data/janeaustenr
+  cp "$tmp/x/usr/lib/R/site-library/janeaustenr/data/Rdata.rdb" "$rdb"
+  cp "$tmp/x/usr/share/doc/r-cran-janeaustenr/copyright" data/janeaustenr/copyright
+  rm -rf "$tmp"
+fi
+echo "setup: corpus package data at $rdb ($(stat -c %s "$rdb") bytes)"
