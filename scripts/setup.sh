@@ -2,6 +2,7 @@
 # Installs everything lockstep needs to build and test on Debian 12, from
 # Debian's packages only. Idempotent: installs only what is missing.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 packages=(
   build-essential cmake ninja-build pkg-config git
@@ -33,11 +34,30 @@ else
   echo "setup: no nvcc at /usr/local/cuda: building the CPU backend only"
 fi
 
+# Python packages the tests cross-check against (independent implementations).
+if python3 -c "import sys" 2>/dev/null; then
+  if ! python3 - <<'PY' 2>/dev/null
+import importlib.metadata as m, sys
+want = {}
+for line in open("tests/requirements.txt"):
+    line = line.split("#")[0].strip()
+    if line:
+        name, ver = line.split("==")
+        want[name] = ver
+sys.exit(0 if all(m.version(n) == v for n, v in want.items()) else 1)
+PY
+  then
+    echo "setup: installing tests/requirements.txt (PyPI)"
+    python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore -r tests/requirements.txt
+  else
+    echo "setup: Python test packages present"
+  fi
+fi
+
 # The embedded English corpus: Jane Austen's six novels from Debian's
 # r-cran-janeaustenr (public domain text, MIT-licensed package). Only the .deb
 # is fetched and unpacked into data/ (R itself is not installed); lockstep's
 # own code reads the R data file (src/lockstep/data/rdata.*).
-cd "$(dirname "$0")/.."
 rdb=data/janeaustenr/Rdata.rdb
 if [ ! -s "$rdb" ]; then
   echo "setup: fetching the corpus package r-cran-janeaustenr"
