@@ -52,13 +52,14 @@ std::string error_of(std::vector<std::uint8_t> bytes) {
 }
 
 // A file whose header is `json` followed by `data_bytes` bytes of data.
+// (Built in a string: GCC 12 -O3 warns falsely on vector::insert here.)
 std::vector<std::uint8_t> raw(const std::string& json, std::size_t data_bytes) {
-  std::vector<std::uint8_t> b(8);
+  std::string b(8, '\0');
   const std::uint64_t n = json.size();
-  for (int i = 0; i < 8; ++i) b[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(n >> (8 * i));
-  b.insert(b.end(), json.begin(), json.end());
-  b.resize(b.size() + data_bytes, 0);
-  return b;
+  for (std::size_t i = 0; i < 8; ++i) b[i] = static_cast<char>(n >> (8 * i));
+  b += json;
+  b.append(data_bytes, '\0');
+  return {b.begin(), b.end()};
 }
 
 }  // namespace
@@ -91,8 +92,9 @@ TEST(Safetensors, RefusesMalformedFiles) {
   EXPECT_EQ(error_of(good), "");
   for (std::size_t cut = 0; cut < good.size(); ++cut)
     EXPECT_NE(error_of({good.begin(), good.begin() + static_cast<std::ptrdiff_t>(cut)}), "") << cut;
+  ASSERT_GE(good.size(), 8u);
   auto huge = good;
-  huge[7] = 0x7f;
+  huge.at(7) = 0x7f;
   EXPECT_NE(error_of(huge).find("100 MB"), std::string::npos);
   const std::string e1 = R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})";
   EXPECT_NE(error_of(raw(e1, 4)).find("4 bytes for 2 elements"), std::string::npos);

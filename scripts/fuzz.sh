@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Builds lockstep's libFuzzer targets with clang-14 (ASan + UBSan) and runs
+# each for N seconds (default 60), niced. Corpora live in build/fuzz/corpus/
+# (seeded from the test data when present); crashes are written to
+# build/fuzz/artifacts/ and make the script fail.
+#   scripts/fuzz.sh [seconds] [target...]     targets: gguf tiktoken gpt2 tokenizer_json encode
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs=${1:-60}
+shift || true
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(gguf tiktoken gpt2 tokenizer_json encode)
+CXX=${CXX_FUZZ:-clang++-14}
+cmake -S fuzz -B build/fuzz -G Ninja -DCMAKE_CXX_COMPILER="$CXX" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build/fuzz -j "${LOCKSTEP_JOBS:-2}" >/dev/null
+td=../shared/testdata
+mkdir -p build/fuzz/artifacts
+seed() {  # seed <target> <files...>
+  local dir=build/fuzz/corpus/$1; shift
+  mkdir -p "$dir"
+  for f in "$@"; do [ -f "$f" ] && head -c 65536 "$f" > "$dir/seed_$(basename "$f")"; done
+  return 0
+}
+seed gguf tests/fixtures/tok/ggml-vocab-llama-spm.gguf
+seed tiktoken $td/tokenizers/r50k_base.tiktoken
+seed gpt2 $td/tokenizers/gpt2/vocab.bpe
+seed tokenizer_json
+seed encode $td/tokenizers/TestPlans.txt $td/gguf-vocab/ggml-vocab-gpt-2.gguf.inp
+status=0
+for t in "${targets[@]}"; do
+  echo "== fuzz_$t for ${secs}s =="
+  log=build/fuzz/fuzz_$t.log
+  if nice -n 10 build/fuzz/fuzz_"$t" -max_total_time="$secs" -max_len=65536 -rss_limit_mb=4096 -timeout=20 \
+       -artifact_prefix=build/fuzz/artifacts/"$t"- build/fuzz/corpus/"$t" >"$log" 2>&1; then
+    grep -E "^Done|^#[0-9]+.*DONE" "$log" | tail -1
+  else
+    status=1
+    echo "fuzz_$t FAILED (see $log):"
+    grep -E "ERROR|SUMMARY|Test unit written" "$log" | head -5
+  fi
+done
+exit $status
