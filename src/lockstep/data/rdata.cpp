@@ -101,8 +101,11 @@ std::vector<CharacterVector> parse_rdb(std::span<const std::uint8_t> bytes, cons
       throw std::runtime_error(fmt::format("{}: truncated blob header at byte {}", what, off));
     const std::uint32_t want = (std::uint32_t{bytes[off]} << 24) | (std::uint32_t{bytes[off + 1]} << 16) |
                                (std::uint32_t{bytes[off + 2]} << 8) | std::uint32_t{bytes[off + 3]};
-    if (want > (1u << 30))
-      throw std::runtime_error(fmt::format("{}: blob at byte {} claims {} bytes", what, off, want));
+    // zlib cannot expand more than 1032:1, so a larger claim is corrupt; refusing
+    // it here keeps a damaged file from allocating gigabytes.
+    const std::uint64_t most = 1032ull * (bytes.size() - off - 4) + 64;
+    if (want > (1u << 30) || want > most)
+      throw std::runtime_error(fmt::format("{}: blob at byte {} claims {} bytes, more than its data can hold", what, off, want));
     std::vector<std::uint8_t> inflated(want);
     z_stream z{};
     if (inflateInit(&z) != Z_OK) throw std::runtime_error(what + ": zlib inflateInit failed");
