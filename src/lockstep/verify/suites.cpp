@@ -12,6 +12,8 @@ const std::vector<Suite>& suites() {
        }},
       {"reduce", "canonical reductions across thread counts; hashing and RNG known answers",
        [](const Options& o) { return std::vector<Table>{num::verify_reductions(o)}; }},
+      {"ops", "op backwards vs finite differences, float vs double, algebra; mutants rejected",
+       [](const Options& o) { return ops::verify_ops(o); }},
   };
   return all;
 }

@@ -17,3 +17,9 @@ verify::Table verify_elementary(const verify::Options& opt);
 // reference; hashing and RNG known answers (src/lockstep/num/reduce_verify.cpp).
 verify::Table verify_reductions(const verify::Options& opt);
 }  // namespace lockstep::num
+
+namespace lockstep::ops {
+// Every op's backward against finite differences, float vs double, algebraic
+// identities, and the mutants the checker must reject (src/lockstep/ops/ops_verify.cpp).
+std::vector<verify::Table> verify_ops(const verify::Options& opt);
+}  // namespace lockstep::ops

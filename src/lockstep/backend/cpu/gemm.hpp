@@ -1,0 +1,29 @@
+// The fast CPU matrix product, in the canonical order.
+//
+//   C[i*ldc + j] = chain over k = 0..K-1 of A(i,k)·B(k,j)
+//   A(i,k) = A[i*sai + k*sak],  B(k,j) = B[k*sbk + j*sbj]
+//   chain: acc = +0; acc = fma(A(i,k), B(k,j), acc) for k ascending; a NaN
+//   result is written as the canonical NaN.
+//
+// This is bit for bit ops::matmul (src/lockstep/ops/op.hpp), the reference
+// every op specification uses: register tiling, k-blocking (the partial
+// accumulator parks in C between blocks, so each cell's sequence of fmas is
+// unchanged), packing and threads change where values live and who computes
+// them, never the order of the fmas. tests/cpu/gemm_test.cpp holds the
+// bit-identity checks against the reference.
+#pragma once
+
+#include <cstddef>
+
+namespace lockstep::cpu {
+
+void gemm(std::size_t I, std::size_t J, std::size_t K, const float* A, std::size_t sai, std::size_t sak,
+          const float* B, std::size_t sbk, std::size_t sbj, float* C, std::size_t ldc, int threads);
+
+// The three products of a linear layer (nn.Linear layout, W is [M, K]):
+// Y = X·Wᵀ, dX = dY·W, dW = dYᵀ·X (sum over rows n ascending).
+void gemm_xwt(std::size_t N, std::size_t M, std::size_t K, const float* X, const float* W, float* Y, int threads);
+void gemm_dyw(std::size_t N, std::size_t M, std::size_t K, const float* dY, const float* W, float* dX, int threads);
+void gemm_dytx(std::size_t N, std::size_t M, std::size_t K, const float* dY, const float* X, float* dW, int threads);
+
+}  // namespace lockstep::cpu

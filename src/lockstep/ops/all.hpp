@@ -1,0 +1,24 @@
+// Every op lockstep's models need, in one typed list. The registry
+// (src/lockstep/ad/registry.cpp), `lockstep verify ops` and the tests iterate
+// this list: adding an op here is all it takes to have it gradient-checked,
+// algebra-checked and mutation-tested (docs/VERIFIED_AD.md).
+#pragma once
+
+#include "lockstep/ad/op_concepts.hpp"
+#include "lockstep/ops/activation.hpp"
+#include "lockstep/ops/attention.hpp"
+#include "lockstep/ops/embedding.hpp"
+#include "lockstep/ops/linear.hpp"
+#include "lockstep/ops/lora.hpp"
+#include "lockstep/ops/norm.hpp"
+#include "lockstep/ops/quant.hpp"
+#include "lockstep/ops/rope.hpp"
+#include "lockstep/ops/softmax.hpp"
+
+namespace lockstep::ops {
+
+using AllOps = ad::OpList<Embedding, LearnedPositions, Linear, LayerNorm, RmsNorm, Gelu, ReluSqMul,
+                          SwiGlu, Softmax, Attention, Rope, ResidualAdd, CrossEntropy, BitLinear,
+                          Int8Linear, LoraLinear>;
+
+}  // namespace lockstep::ops

@@ -1,0 +1,305 @@
+// Causal self-attention with grouped-query heads, written as the flash
+// algorithm so that a GPU kernel can compute the same bits.
+//
+// Layout: q [B, T, Hq, Dh], k and v [B, T, Hkv, Dh] (a projection's output
+// reshaped, no transpose), o [B, T, Hq, Dh]. Query head h reads key/value head
+// h / (Hq/Hkv) (Hugging Face's repeat_kv). scale = 1/sqrt(Dh) unless given.
+//
+// Canonical forward, for each (b, h, query i); keys j = 0..i only (causal);
+// dot_seq is the GEMM cell order (acc = +0, fma over d ascending):
+//   s_j = dot_seq(q_i, k_j) * scale
+//   keys walked in blocks [j0, j0 + KB) from j0 = 0 (KB = key_block = 64), the
+//   last block cut at i:
+//     mb = max of s_j over the block
+//     first block:  m = mb                       (l = +0, acc = +0)
+//     later blocks: m' = max(m, mb); alpha = exp(m - m'); l = l * alpha;
+//                   acc_d = acc_d * alpha; m = m'
+//     then for j ascending in the block: p = exp(s_j - m); l = l + p;
+//                                        acc_d = fma(p, v_jd, acc_d)
+//   o_id = acc_d / l;   lse_i = m + log(l)                  saved: lse [B, Hq, T]
+// A row depends only on keys 0..i, never on the batch, on later keys, or on
+// how many rows are computed together (prefill = decode, bit for bit).
+//
+// Canonical backward (flash-attention 2's):
+//   D_i = dot_seq(dO_i, o_i);  P_ij = exp(s_ij - lse_i);  dP_ij = dot_seq(dO_i, v_j)
+//   dS_ij = P_ij * (dP_ij - D_i)
+//   dq_id = chain_{j=0..i}(dS_ij * k_jd) * scale
+//   dk_jd = chain_{h in group, ascending} chain_{i=j..T-1}(dS^h_ij * q^h_id) * scale
+//   dv_jd = chain_{h in group, ascending} chain_{i=j..T-1}(P^h_ij * dO^h_id)
+// In double the same code is the textbook softmax(QKᵀ·scale + mask)·V.
+#pragma once
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lockstep/ad/check.hpp"
+#include "lockstep/ad/rng.hpp"
+#include "lockstep/ops/op.hpp"
+#include "lockstep/ops/softmax.hpp"
+
+namespace lockstep::ops {
+
+struct Attention {
+  static constexpr std::string_view name = "attention";
+  struct Config {
+    std::size_t batch = 0;
+    std::size_t seq = 0;
+    std::size_t q_heads = 0;
+    std::size_t kv_heads = 0;  // divides q_heads (1: multi-query; q_heads: multi-head)
+    std::size_t head_dim = 0;
+    double scale = 0.0;           // 0: 1/sqrt(head_dim), computed in T
+    std::size_t key_block = 64;   // the canonical online-softmax block
+  };
+  template <class T>
+  struct Inputs {
+    Tensor<T> q, k, v;
+    static void fields(auto& s, auto&& f) {
+      f("q", s.q, Arg::diff);
+      f("k", s.k, Arg::diff);
+      f("v", s.v, Arg::diff);
+    }
+  };
+  template <class T>
+  struct Outputs {
+    Tensor<T> o;    // [B, T, Hq, Dh]
+    Tensor<T> lse;  // [B, Hq, T]
+    static void fields(auto& s, auto&& f) {
+      f("o", s.o, Arg::output);
+      f("lse", s.lse, Arg::saved);
+    }
+  };
+
+  static void validate(const Config& c) {
+    if (c.kv_heads == 0 || c.q_heads % c.kv_heads != 0)
+      throw std::invalid_argument("attention: kv_heads must divide q_heads");
+    if (c.key_block == 0) throw std::invalid_argument("attention: key_block must be > 0");
+  }
+  template <class T>
+  static T scale_of(const Config& c) {
+    return c.scale > 0.0 ? static_cast<T>(c.scale)
+                         : T(1) / Math<T>::sqrt(static_cast<T>(c.head_dim));
+  }
+  // Offsets of the row vectors.
+  static std::size_t qrow(const Config& c, std::size_t b, std::size_t t, std::size_t h) {
+    return ((b * c.seq + t) * c.q_heads + h) * c.head_dim;
+  }
+  static std::size_t kvrow(const Config& c, std::size_t b, std::size_t t, std::size_t g) {
+    return ((b * c.seq + t) * c.kv_heads + g) * c.head_dim;
+  }
+  static std::size_t lse_at(const Config& c, std::size_t b, std::size_t h, std::size_t t) {
+    return (b * c.q_heads + h) * c.seq + t;
+  }
+  template <class T>
+  static T score(const Config& c, const Inputs<T>& in, std::size_t b, std::size_t h,
+                 std::size_t i, std::size_t j, T scale) {
+    const std::size_t g = h / (c.q_heads / c.kv_heads);
+    return Math<T>::dot_seq(in.q.ptr() + qrow(c, b, i, h), 1, in.k.ptr() + kvrow(c, b, j, g), 1,
+                            c.head_dim) *
+           scale;
+  }
+
+  template <class T>
+  static Outputs<T> forward(const Config& c, const Inputs<T>& in) {
+    using M = Math<T>;
+    validate(c);
+    const std::size_t Dh = c.head_dim, rep = c.q_heads / c.kv_heads;
+    const T scale = scale_of<T>(c);
+    Outputs<T> out{Tensor<T>({c.batch, c.seq, c.q_heads, Dh}),
+                   Tensor<T>({c.batch, c.q_heads, c.seq})};
+    std::vector<T> s(c.key_block), acc(Dh);
+    for (std::size_t b = 0; b < c.batch; ++b)
+      for (std::size_t h = 0; h < c.q_heads; ++h)
+        for (std::size_t i = 0; i < c.seq; ++i) {
+          T m = T(0), l = T(0);
+          std::fill(acc.begin(), acc.end(), T(0));
+          for (std::size_t j0 = 0; j0 <= i; j0 += c.key_block) {
+            const std::size_t j1 = std::min(j0 + c.key_block, i + 1);
+            T mb = score(c, in, b, h, i, j0, scale);
+            s[0] = mb;
+            for (std::size_t j = j0 + 1; j < j1; ++j) {
+              s[j - j0] = score(c, in, b, h, i, j, scale);
+              mb = max2(mb, s[j - j0]);
+            }
+            if (j0 == 0) {
+              m = mb;
+            } else {
+              const T mn = max2(m, mb);
+              const T alpha = M::exp(m - mn);
+              l = l * alpha;
+              for (T& a : acc) a = a * alpha;
+              m = mn;
+            }
+            for (std::size_t j = j0; j < j1; ++j) {
+              const T p = M::exp(s[j - j0] - m);
+              l = l + p;
+              const T* vj = in.v.ptr() + kvrow(c, b, j, h / rep);
+              for (std::size_t d = 0; d < Dh; ++d) acc[d] = M::fma(p, vj[d], acc[d]);
+            }
+          }
+          T* o = out.o.ptr() + qrow(c, b, i, h);
+          for (std::size_t d = 0; d < Dh; ++d) o[d] = acc[d] / l;
+          out.lse[lse_at(c, b, h, i)] = m + M::log(l);
+        }
+    return out;
+  }
+
+  template <class T>
+  static Inputs<T> backward(const Config& c, const Inputs<T>& in, const Outputs<T>& out,
+                            const Outputs<T>& dout) {
+    using M = Math<T>;
+    validate(c);
+    const std::size_t Tn = c.seq, Dh = c.head_dim, rep = c.q_heads / c.kv_heads;
+    const T scale = scale_of<T>(c);
+    Inputs<T> g{Tensor<T>(in.q.shape), Tensor<T>(in.k.shape), Tensor<T>(in.v.shape)};
+    // P and dS of the rep query heads of one kv head: [rep, T, T], lower triangle.
+    std::vector<T> P(rep * Tn * Tn), dS(rep * Tn * Tn);
+    auto at = [Tn](std::size_t r, std::size_t i, std::size_t j) { return (r * Tn + i) * Tn + j; };
+    for (std::size_t b = 0; b < c.batch; ++b)
+      for (std::size_t kv = 0; kv < c.kv_heads; ++kv) {
+        for (std::size_t r = 0; r < rep; ++r) {
+          const std::size_t h = kv * rep + r;
+          for (std::size_t i = 0; i < Tn; ++i) {
+            const T* dOi = dout.o.ptr() + qrow(c, b, i, h);
+            const T Di = M::dot_seq(dOi, 1, out.o.ptr() + qrow(c, b, i, h), 1, Dh);
+            const T lse = out.lse[lse_at(c, b, h, i)];
+            for (std::size_t j = 0; j <= i; ++j) {
+              const T p = M::exp(score(c, in, b, h, i, j, scale) - lse);
+              const T dp = M::dot_seq(dOi, 1, in.v.ptr() + kvrow(c, b, j, kv), 1, Dh);
+              P[at(r, i, j)] = p;
+              dS[at(r, i, j)] = p * (dp - Di);
+            }
+            // dq_i = (Σ_j dS_ij k_j) * scale
+            T* dq = g.q.ptr() + qrow(c, b, i, h);
+            for (std::size_t d = 0; d < Dh; ++d) {
+              T acc = T(0);
+              for (std::size_t j = 0; j <= i; ++j)
+                acc = M::fma(dS[at(r, i, j)], in.k[kvrow(c, b, j, kv) + d], acc);
+              dq[d] = acc * scale;
+            }
+          }
+        }
+        // dk_j, dv_j: chains over the group's heads, then the queries i >= j.
+        for (std::size_t j = 0; j < Tn; ++j) {
+          T* dk = g.k.ptr() + kvrow(c, b, j, kv);
+          T* dv = g.v.ptr() + kvrow(c, b, j, kv);
+          for (std::size_t d = 0; d < Dh; ++d) {
+            T ak = T(0), av = T(0);
+            for (std::size_t r = 0; r < rep; ++r)
+              for (std::size_t i = j; i < Tn; ++i) {
+                const std::size_t h = kv * rep + r;
+                ak = M::fma(dS[at(r, i, j)], in.q[qrow(c, b, i, h) + d], ak);
+                av = M::fma(P[at(r, i, j)], dout.o[qrow(c, b, i, h) + d], av);
+              }
+            dk[d] = ak * scale;
+            dv[d] = av;
+          }
+        }
+      }
+    return g;
+  }
+
+  // The textbook attention probabilities softmax(QKᵀ·scale + causal mask),
+  // dense [B, Hq, T, T] with zeros above the diagonal (checks and mutants).
+  template <class T>
+  static Tensor<T> probs(const Config& c, const Inputs<T>& in) {
+    validate(c);
+    const T scale = scale_of<T>(c);
+    Tensor<T> P({c.batch, c.q_heads, c.seq, c.seq});
+    std::vector<T> s(c.seq);
+    for (std::size_t b = 0; b < c.batch; ++b)
+      for (std::size_t h = 0; h < c.q_heads; ++h)
+        for (std::size_t i = 0; i < c.seq; ++i) {
+          for (std::size_t j = 0; j <= i; ++j) s[j] = score(c, in, b, h, i, j, scale);
+          Softmax::row(s.data(), P.ptr() + ((b * c.q_heads + h) * c.seq + i) * c.seq, i + 1);
+        }
+    return P;
+  }
+
+  // --- verification -------------------------------------------------------
+  static std::vector<Config> cases() {
+    return {
+        {1, 6, 2, 2, 4, 0.0, 64},   // multi-head, one key block
+        {2, 9, 4, 2, 3, 0.0, 4},    // grouped-query, several (small) key blocks
+        {1, 70, 2, 1, 4, 0.0, 64},  // multi-query, crosses the canonical 64-key block
+    };
+  }
+  static Inputs<double> sample(const Config& c, ad::Rng& rng) {
+    return {rng.normal({c.batch, c.seq, c.q_heads, c.head_dim}, 1.5),
+            rng.normal({c.batch, c.seq, c.kv_heads, c.head_dim}, 1.5),
+            rng.normal({c.batch, c.seq, c.kv_heads, c.head_dim})};
+  }
+
+  static void algebra(const Config& c, ad::Rng& rng, ad::Checks& k);
+};
+
+inline void Attention::algebra(const Config& c, ad::Rng& rng, ad::Checks& k) {
+  const Inputs<double> in = sample(c, rng);
+  const std::size_t Tn = c.seq, Dh = c.head_dim, rep = c.q_heads / c.kv_heads;
+  // 1. The online (flash) forward equals the textbook P·V (double).
+  const auto P = probs(c, in);
+  Tensor<double> o_ref({c.batch, Tn, c.q_heads, Dh});
+  std::vector<double> rowsum, one;
+  for (std::size_t b = 0; b < c.batch; ++b)
+    for (std::size_t h = 0; h < c.q_heads; ++h)
+      for (std::size_t i = 0; i < Tn; ++i) {
+        const double* p = P.ptr() + ((b * c.q_heads + h) * Tn + i) * Tn;
+        double sum = 0.0;
+        for (std::size_t j = 0; j <= i; ++j) sum += p[j];
+        rowsum.push_back(sum);
+        one.push_back(1.0);
+        for (std::size_t d = 0; d < Dh; ++d)
+          for (std::size_t j = 0; j <= i; ++j)
+            o_ref[qrow(c, b, i, h) + d] += p[j] * in.v[kvrow(c, b, j, h / rep) + d];
+      }
+  k.close("flash forward = textbook softmax·V (double)", forward(c, in).o, o_ref, kAlgebraTol);
+  k.close("attention rows sum to 1 (double)", rowsum, one, kAlgebraTol);
+
+  // 2. Batch and prefix invariance (float, bit for bit): the first T' rows of
+  // batch entry b computed alone, with only T' keys, equal the full run's.
+  const auto inf = cast_fields<Inputs, float>(in);
+  const auto full = forward(c, inf);
+  const std::size_t Tp = Tn > 2 ? Tn - 2 : 1, b0 = c.batch - 1;
+  Config cp = c;
+  cp.batch = 1;
+  cp.seq = Tp;
+  Inputs<float> sub{Tensor<float>({1, Tp, c.q_heads, Dh}), Tensor<float>({1, Tp, c.kv_heads, Dh}),
+                    Tensor<float>({1, Tp, c.kv_heads, Dh})};
+  for (std::size_t t = 0; t < Tp; ++t) {
+    for (std::size_t e = 0; e < c.q_heads * Dh; ++e)
+      sub.q[t * c.q_heads * Dh + e] = inf.q[qrow(c, b0, t, 0) + e];
+    for (std::size_t e = 0; e < c.kv_heads * Dh; ++e) {
+      sub.k[t * c.kv_heads * Dh + e] = inf.k[kvrow(c, b0, t, 0) + e];
+      sub.v[t * c.kv_heads * Dh + e] = inf.v[kvrow(c, b0, t, 0) + e];
+    }
+  }
+  const auto part = forward(cp, sub);
+  Tensor<float> want_o({1, Tp, c.q_heads, Dh}), want_lse({1, c.q_heads, Tp});
+  for (std::size_t t = 0; t < Tp; ++t)
+    for (std::size_t e = 0; e < c.q_heads * Dh; ++e)
+      want_o[t * c.q_heads * Dh + e] = full.o[qrow(c, b0, t, 0) + e];
+  for (std::size_t h = 0; h < c.q_heads; ++h)
+    for (std::size_t t = 0; t < Tp; ++t) want_lse[h * Tp + t] = full.lse[lse_at(c, b0, h, t)];
+  k.bitwise("rows independent of batch and later keys (float)", part.o, want_o);
+  k.bitwise("lse independent of batch and later keys (float)", part.lse, want_lse);
+
+  // 3. Grouped-query attention = multi-head attention on repeated K/V heads
+  // (float, bit for bit).
+  if (rep > 1) {
+    Config cm = c;
+    cm.kv_heads = c.q_heads;
+    Inputs<float> mha{inf.q, Tensor<float>(inf.q.shape), Tensor<float>(inf.q.shape)};
+    for (std::size_t b = 0; b < c.batch; ++b)
+      for (std::size_t t = 0; t < Tn; ++t)
+        for (std::size_t h = 0; h < c.q_heads; ++h)
+          for (std::size_t d = 0; d < Dh; ++d) {
+            mha.k[qrow(c, b, t, h) + d] = inf.k[kvrow(c, b, t, h / rep) + d];
+            mha.v[qrow(c, b, t, h) + d] = inf.v[kvrow(c, b, t, h / rep) + d];
+          }
+    k.bitwise("grouped-query = multi-head on repeated K/V (float)", forward(cm, mha).o, full.o);
+  }
+}
+
+}  // namespace lockstep::ops

@@ -1,0 +1,86 @@
+// Linear layer with optional bias, in nn.Linear's layout (W is [out, in]).
+//
+// Canonical expression (every matrix-product cell is the GEMM order of
+// op.hpp: acc = +0, acc = fma(a_k, b_k, acc) for k ascending):
+//   y[n,m]  = chain_k(x[n,k] * W[m,k])  (+ b[m], one add after the chain)
+//   dx[n,k] = chain_m(dy[n,m] * W[m,k])
+//   dW[m,k] = chain_n(dy[n,m] * x[n,k])          (rows n ascending)
+//   db[m]   = +0 + dy[0,m] + dy[1,m] + ...        (rows n ascending)
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+#include "lockstep/ad/check.hpp"
+#include "lockstep/ad/rng.hpp"
+#include "lockstep/ops/op.hpp"
+
+namespace lockstep::ops {
+
+// Column sums of an [N, M] matrix as sequential chains over the rows.
+template <class T>
+Tensor<T> column_sums(const T* a, std::size_t rows, std::size_t cols) {
+  Tensor<T> s({cols});
+  for (std::size_t n = 0; n < rows; ++n)
+    for (std::size_t m = 0; m < cols; ++m) s[m] = s[m] + a[n * cols + m];
+  return s;
+}
+
+struct Linear {
+  static constexpr std::string_view name = "linear";
+  struct Config {
+    std::size_t rows = 0;  // N (tokens)
+    std::size_t in = 0;    // K
+    std::size_t out = 0;   // M
+    bool bias = true;
+  };
+  template <class T>
+  struct Inputs {
+    Tensor<T> x;  // [N, K]
+    Tensor<T> w;  // [M, K]
+    Tensor<T> b;  // [M], empty without bias
+    static void fields(auto& s, auto&& f) {
+      f("x", s.x, Arg::diff);
+      f("w", s.w, Arg::diff);
+      f("b", s.b, Arg::diff);
+    }
+  };
+  template <class T>
+  struct Outputs {
+    Tensor<T> y;  // [N, M]
+    static void fields(auto& s, auto&& f) { f("y", s.y, Arg::output); }
+  };
+
+  template <class T>
+  static Outputs<T> forward(const Config& c, const Inputs<T>& in) {
+    Outputs<T> out{Tensor<T>({c.rows, c.out})};
+    matmul_xwt(c.rows, c.out, c.in, in.x.ptr(), in.w.ptr(), out.y.ptr());
+    if (c.bias)
+      for (std::size_t n = 0; n < c.rows; ++n)
+        for (std::size_t m = 0; m < c.out; ++m) out.y[n * c.out + m] += in.b[m];
+    return out;
+  }
+
+  template <class T>
+  static Inputs<T> backward(const Config& c, const Inputs<T>& in, const Outputs<T>&,
+                            const Outputs<T>& dout) {
+    Inputs<T> g{Tensor<T>({c.rows, c.in}), Tensor<T>({c.out, c.in}), {}};
+    matmul_dyw(c.rows, c.out, c.in, dout.y.ptr(), in.w.ptr(), g.x.ptr());
+    matmul_dytx(c.rows, c.out, c.in, dout.y.ptr(), in.x.ptr(), g.w.ptr());
+    if (c.bias) g.b = column_sums(dout.y.ptr(), c.rows, c.out);
+    return g;
+  }
+
+  // --- verification -------------------------------------------------------
+  static std::vector<Config> cases() {
+    return {{5, 7, 4, true}, {3, 6, 6, false}, {1, 17, 9, true}};
+  }
+
+  static Inputs<double> sample(const Config& c, ad::Rng& rng) {
+    Inputs<double> in{rng.normal({c.rows, c.in}), rng.normal({c.out, c.in}), {}};
+    if (c.bias) in.b = rng.normal({c.out});
+    return in;
+  }
+};
+
+}  // namespace lockstep::ops
