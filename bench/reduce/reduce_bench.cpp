@@ -95,16 +95,28 @@ void BM_FillUniform(benchmark::State& st) {
   }
   set_bytes(st, 4 * n);
 }
+void BM_FillNormal(benchmark::State& st) {
+  const std::size_t n = std::size_t{1} << 20;
+  std::vector<float> x(n);
+  const int threads = static_cast<int>(st.range(0));
+  for (auto _ : st) {
+    rng::fill_normal(x.data(), n, 1, 2, 0, 0.0f, 0.02f, threads);
+    benchmark::DoNotOptimize(x.data());
+  }
+  set_bytes(st, 4 * n);
+}
 
 BENCHMARK(BM_Sum)->Arg(768)->Arg(4096)->Arg(50257)->Arg(1 << 20);
 BENCHMARK(BM_SumReference)->Arg(768)->Arg(1 << 20);
 BENCHMARK(BM_SumNaive)->Arg(768)->Arg(1 << 20);
 BENCHMARK(BM_Dot)->Arg(768)->Arg(4096)->Arg(1 << 20);
 BENCHMARK(BM_Max)->Arg(768)->Arg(1 << 20);
-BENCHMARK(BM_SumParallel)->Arg(1)->Arg(2)->UseRealTime();
-BENCHMARK(BM_SumRows)->Arg(1)->Arg(2)->UseRealTime();
+BENCHMARK(BM_SumParallel)->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Arg(16)->UseRealTime();
+BENCHMARK(BM_SumRows)->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Arg(16)->UseRealTime();
 BENCHMARK(BM_HashBits)->Arg(1 << 20);
-BENCHMARK(BM_FillUniform)->Arg(1)->Arg(2)->UseRealTime();
+BENCHMARK(BM_FillUniform)->Arg(1)->Arg(2)->Arg(4)->Arg(8)->Arg(16)->UseRealTime();
+
+BENCHMARK(BM_FillNormal)->Arg(1)->Arg(16)->UseRealTime();
 
 }  // namespace
 

@@ -100,7 +100,8 @@ LOCKSTEP_HD inline float uniform(std::uint64_t seed, std::uint64_t stream, std::
 //   t  = 2pi * u2                           2pi rounded to float, one rounding
 //   normal(2p) = r * cos(t),  normal(2p + 1) = r * sin(t)
 // log/sin/cos are lockstep's own (num/elementary.hpp), so the bits are the
-// same on every device. |normal| <= sqrt(2 * 24 * ln 2) ~ 5.77.
+// same on every device. |normal| <= sqrt(2 * 24 * ln 2) ~ 5.77. (u1 = 1, one
+// pair in 2^24, gives r = sqrt(-0) = -0 and so a signed zero.)
 struct NormalPair {
   float even, odd;  // normal(2p), normal(2p + 1)
 };
