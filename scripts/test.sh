@@ -11,6 +11,9 @@ fast=0
 
 bash scripts/setup.sh
 start=$(date +%s)
+# OpenMP threads sleep instead of spinning between parallel regions: on a busy
+# 2-core machine spinning workers starve each other.
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 
 echo "== release build =="
 bash scripts/build.sh release
