@@ -41,20 +41,21 @@ TEST_P(ElementaryOracle, HardwareAndOracleComputeTheSameBits) {
 INSTANTIATE_TEST_SUITE_P(All, ElementaryOracle, ::testing::ValuesIn(le::all_fns().begin(), le::all_fns().end()),
                          fn_name);
 
-// Each flawed oracle changes the bits of some function on the samples.
+// Each flawed oracle changes the bits of some function on the samples (random
+// ones, and the tie-prone few-bit inputs that make a ties-away flaw visible).
 TEST(ElementaryOracleTeeth, FlawedOracleIsNoticed) {
   const std::uint64_t seed = test_seed() + 1;
   for (ieee::Flaw flaw : {ieee::Flaw::ties_away, ieee::Flaw::flush_subnormals, ieee::Flaw::no_sticky}) {
     std::uint64_t cases = 0, differing = 0;
-    std::printf("[elementary] oracle mutant %-16s differing per function:", ieee::flaw_name(flaw));
+    std::printf("[elementary] oracle mutant %-16s differing per function (random + few-bit inputs):",
+                ieee::flaw_name(flaw));
     for (const le::FnSpec& s : le::all_fns()) {
-      // Not scaled down under ASan: ties (the only inputs where ties-away
-      // differs) are rare, ~1 in 2000 results; 6*10^4 cases find dozens.
-      const le::Sample smp = le::sample_inputs(s.fn, 5000, seed);
-      const le::BitCheck c = le::compare_with_oracle(s.fn, smp, flaw);
-      cases += c.cases;
-      differing += c.differing;
-      std::printf(" %s %llu", s.name, static_cast<unsigned long long>(c.differing));
+      const le::BitCheck a = le::compare_with_oracle(s.fn, le::sample_inputs(s.fn, kOracleCases / 4, seed), flaw);
+      const le::BitCheck b = le::compare_with_oracle(s.fn, le::tie_prone_inputs(s.fn), flaw);
+      cases += a.cases + b.cases;
+      differing += a.differing + b.differing;
+      std::printf(" %s %llu+%llu", s.name, static_cast<unsigned long long>(a.differing),
+                  static_cast<unsigned long long>(b.differing));
     }
     std::printf("; total %llu cases, %llu differ\n", static_cast<unsigned long long>(cases),
                 static_cast<unsigned long long>(differing));

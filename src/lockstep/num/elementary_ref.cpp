@@ -428,6 +428,19 @@ Sample sample_inputs(Fn fn, std::size_t n, std::uint64_t seed) {
   return s;
 }
 
+Sample tie_prone_inputs(Fn fn) {
+  Sample s;
+  s.regime_names.emplace_back("6-bit significands, |x| in [2^-30, 2^31)");
+  for (int e = -30; e <= 30; ++e)
+    for (std::uint32_t m = 0; m < 64; ++m)
+      for (std::uint32_t sign : {0u, 0x80000000u}) {
+        s.x.push_back(float_of(sign | (static_cast<std::uint32_t>(e + 127) << 23) | (m << 17)));
+        s.y.push_back(fn == Fn::pow ? 2.5f : 0.0f);
+        s.regime_of.push_back(0);
+      }
+  return s;
+}
+
 Measure measure(const Impl& impl, Fn fn, const Sample& s, RefKind ref) {
   const std::int64_t n = static_cast<std::int64_t>(s.x.size());
   Measure total;
