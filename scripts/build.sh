@@ -7,7 +7,7 @@ flavour=${1:-release}
 shift || true
 case "$flavour" in
   release)  args=(-DCMAKE_BUILD_TYPE=Release) ;;
-  sanitize) args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOCKSTEP_SANITIZE=ON -DLOCKSTEP_CUDA=OFF -DLOCKSTEP_BENCH=OFF) ;;
+  sanitize) args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g" -DLOCKSTEP_SANITIZE=ON -DLOCKSTEP_CUDA=OFF -DLOCKSTEP_BENCH=OFF) ;;
   debug)    args=(-DCMAKE_BUILD_TYPE=Debug) ;;
   *) echo "build.sh: unknown flavour '$flavour' (release, sanitize, debug)" >&2; exit 2 ;;
 esac
