@@ -1,8 +1,16 @@
 // The lockstep command line: one binary, one subcommand per job.
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <exception>
+#include <fstream>
 #include <iostream>
+#include <map>
+#include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -10,6 +18,11 @@
 #include <fmt/format.h>
 
 #include "lockstep/build_info.hpp"
+#include "lockstep/infer/generate.hpp"
+#include "lockstep/tok/bpe.hpp"
+#include "lockstep/train/checkpoint.hpp"
+#include "lockstep/train/config.hpp"
+#include "lockstep/train/run.hpp"
 #include "lockstep/version.hpp"
 #include "lockstep/verify/report.hpp"
 
@@ -88,9 +101,224 @@ int run_verify(std::vector<std::string> names, lockstep::verify::Options opt, bo
   return 0;
 }
 
+// ---------------------------------------------------------------------------
+// lockstep train / lockstep generate
+//
+// Numeric flags are read as text and parsed by train::parse_real/parse_int, so
+// "--lr 2e-4" and "--steps 1e3" work and a bad value names its flag. The
+// checks on values (ranges) are TrainConfig::validate()'s and
+// SamplingOptions::validate()'s, which name the flag too.
+// ---------------------------------------------------------------------------
+
+// Numeric flags of one subcommand: text as given, parsed after CLI11 is done.
+struct NumericFlags {
+  std::map<std::string, std::string> text;  // "lr" -> "2e-4"
+  std::map<std::string, CLI::Option*> opt;
+
+  void add(CLI::App* cmd, const std::string& name, const std::string& help, const std::string& def) {
+    text[name] = def;
+    opt[name] = cmd->add_option("--" + name, text[name], help)
+                    ->type_name("NUM")
+                    ->default_str(def)
+                    ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // a later flag overrides
+  }
+  bool given(const std::string& name) const { return opt.at(name)->count() > 0; }
+  double real(const std::string& name) const { return lockstep::train::parse_real("--" + name, text.at(name)); }
+  std::int64_t integer(const std::string& name) const {
+    return lockstep::train::parse_int("--" + name, text.at(name));
+  }
+};
+
+std::string num_text(double v) { return fmt::format("{}", v); }
+
+struct TrainCommand {
+  CLI::App* cmd = nullptr;
+  NumericFlags num;
+  lockstep::train::TrainConfig cfg;
+  std::string resume;
+  bool force = false;
+  std::vector<CLI::Option*> text_opts;
+
+  void add(CLI::App& app) {
+    cmd = app.add_subcommand(
+        "train",
+        "train a model (no arguments: a small GPT-2 on the embedded Jane Austen corpus, on the CPU, "
+        "in at most 10 minutes)");
+    const lockstep::train::TrainConfig d;
+    text_opts.push_back(cmd->add_option("--model", cfg.model, "model preset")
+                            ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)->default_str(d.model));
+    text_opts.push_back(cmd->add_option("--data", cfg.data, "text file or folder (default: the embedded Jane Austen novels)")
+                            ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast));
+    text_opts.push_back(cmd->add_option("--out", cfg.out, "run directory (checkpoints, metrics.jsonl, data cache)")
+                            ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
+                            ->default_str(d.out));
+    cmd->add_option("--resume", resume, "continue the run in this directory (or from this checkpoint)");
+    cmd->add_flag("--force", force, "start over in an --out directory that already holds a run");
+    num.add(cmd, "steps", "optimizer steps", num_text(static_cast<double>(d.steps)));
+    num.add(cmd, "batch", "windows per micro-batch", num_text(static_cast<double>(d.batch)));
+    num.add(cmd, "seq", "tokens per window", num_text(static_cast<double>(d.seq)));
+    num.add(cmd, "accum", "micro-batches per step (gradient accumulation)", num_text(static_cast<double>(d.accum)));
+    num.add(cmd, "lr", "peak learning rate", num_text(d.lr));
+    num.add(cmd, "warmup", "linear warmup steps, then cosine decay (default: 60, at most steps/10)",
+            num_text(static_cast<double>(d.warmup)));
+    num.add(cmd, "min-lr-ratio", "final learning rate / peak", num_text(d.min_lr_ratio));
+    num.add(cmd, "weight-decay", "AdamW decoupled weight decay", num_text(d.weight_decay));
+    num.add(cmd, "beta1", "AdamW beta1", num_text(d.beta1));
+    num.add(cmd, "beta2", "AdamW beta2", num_text(d.beta2));
+    num.add(cmd, "eps", "AdamW epsilon", num_text(d.eps));
+    num.add(cmd, "grad-clip", "global gradient norm limit (0: none)", num_text(d.grad_clip));
+    num.add(cmd, "threads", "CPU threads (0: all; the bits do not depend on it)", num_text(d.threads));
+    num.add(cmd, "seed", "seed of initialization and batch sampling", num_text(static_cast<double>(d.seed)));
+    num.add(cmd, "vocab", "BPE vocabulary size, trained on the training split", num_text(d.vocab));
+    num.add(cmd, "val-fraction", "share of documents held out for validation", num_text(d.val_fraction));
+    num.add(cmd, "eval-every", "steps between validation passes (0: only at the end)",
+            num_text(static_cast<double>(d.eval_every)));
+    num.add(cmd, "eval-tokens", "validation tokens per periodic pass (the final pass scores all)",
+            num_text(static_cast<double>(d.eval_tokens)));
+    num.add(cmd, "save-every", "steps between checkpoints (0: only at the end)",
+            num_text(static_cast<double>(d.save_every)));
+    num.add(cmd, "log-every", "steps between progress lines when not on a terminal (0: about 50 lines)",
+            num_text(static_cast<double>(d.log_every)));
+    num.add(cmd, "max-minutes", "wall-clock budget for the whole command; then evaluate, save, stop (0: none)",
+            num_text(d.max_minutes));
+  }
+
+  int run() {
+    using namespace lockstep::train;
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      cfg.steps = num.integer("steps");
+      cfg.batch = num.integer("batch");
+      cfg.seq = num.integer("seq");
+      cfg.accum = num.integer("accum");
+      cfg.lr = num.real("lr");
+      cfg.warmup = num.integer("warmup");
+      // A shorter run than the default without --warmup: warm up over a tenth of it.
+      if (!num.given("warmup") && num.given("steps"))
+        cfg.warmup = std::min(cfg.warmup, std::max<std::int64_t>(cfg.steps / 10, 0));
+      cfg.min_lr_ratio = num.real("min-lr-ratio");
+      cfg.weight_decay = num.real("weight-decay");
+      cfg.beta1 = num.real("beta1");
+      cfg.beta2 = num.real("beta2");
+      cfg.eps = num.real("eps");
+      cfg.grad_clip = num.real("grad-clip");
+      cfg.threads = static_cast<int>(std::clamp<std::int64_t>(num.integer("threads"), -1, 1 << 20));
+      const std::int64_t seed = num.integer("seed");
+      if (seed < 0) throw std::invalid_argument(fmt::format("--seed must be >= 0, got {}", seed));
+      cfg.seed = static_cast<std::uint64_t>(seed);
+      cfg.vocab = static_cast<std::int32_t>(std::clamp<std::int64_t>(num.integer("vocab"), -1, 1 << 30));
+      cfg.val_fraction = num.real("val-fraction");
+      cfg.eval_every = num.integer("eval-every");
+      cfg.eval_tokens = num.integer("eval-tokens");
+      cfg.save_every = num.integer("save-every");
+      cfg.log_every = num.integer("log-every");
+      cfg.max_minutes = num.real("max-minutes");
+
+      RunOptions ro;
+      ro.resume = resume;
+      ro.force = force;
+      ro.start = start;
+      ro.tty = isatty(fileno(stdout)) != 0;
+      ro.stop = &install_interrupt_handler();
+      for (const auto& [name, o] : num.opt)
+        if (o->count() > 0) ro.given.insert(name);
+      for (CLI::Option* o : text_opts)
+        if (o->count() > 0) ro.given.insert(o->get_name().substr(2));
+      const RunSummary s = run_training(cfg, ro);
+      if (!s.checkpoint.empty() && !s.interrupted)
+        fmt::print("generate with: lockstep generate --checkpoint {} --prompt \"It is a truth\"\n",
+                   resume.empty() ? cfg.out : resume);
+      return 0;
+    } catch (const std::invalid_argument& e) {
+      fmt::print(stderr, "lockstep train: {}\n", e.what());
+      return 2;
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "lockstep train: error: {}\n", e.what());
+      return 1;
+    }
+  }
+};
+
+struct GenerateCommand {
+  CLI::App* cmd = nullptr;
+  NumericFlags num;
+  std::string checkpoint, prompt;
+
+  void add(CLI::App& app) {
+    cmd = app.add_subcommand("generate", "sample text from a trained checkpoint (deterministic for a --seed)");
+    const lockstep::infer::GenerateOptions d;
+    cmd->add_option("--checkpoint", checkpoint, "run directory or checkpoint directory")->required();
+    cmd->add_option("--prompt", prompt, "text to continue (default: start a new document)");
+    num.add(cmd, "temperature", "softmax temperature (0: greedy)", num_text(static_cast<double>(d.sampling.temperature)));
+    num.add(cmd, "top-k", "sample among the k likeliest tokens (0: all)", num_text(d.sampling.top_k));
+    num.add(cmd, "top-p", "... and among the smallest set holding this probability (1: all)",
+            num_text(static_cast<double>(d.sampling.top_p)));
+    num.add(cmd, "seed", "sampling seed", num_text(static_cast<double>(d.sampling.seed)));
+    num.add(cmd, "max-tokens", "tokens to generate", num_text(static_cast<double>(d.max_tokens)));
+    num.add(cmd, "threads", "CPU threads (0: all)", "0");
+  }
+
+  int run() {
+    using namespace lockstep;
+    try {
+      infer::GenerateOptions g;
+      g.sampling.temperature = static_cast<float>(num.real("temperature"));
+      g.sampling.top_k = static_cast<std::int32_t>(std::clamp<std::int64_t>(num.integer("top-k"), -1, 1 << 30));
+      g.sampling.top_p = static_cast<float>(num.real("top-p"));
+      const std::int64_t seed = num.integer("seed");
+      if (seed < 0) throw std::invalid_argument(fmt::format("--seed must be >= 0, got {}", seed));
+      g.sampling.seed = static_cast<std::uint64_t>(seed);
+      g.max_tokens = num.integer("max-tokens");
+      g.threads = static_cast<int>(std::clamp<std::int64_t>(num.integer("threads"), -1, 4096));
+      g.validate();
+      train::LoadedCheckpoint ck = train::load_checkpoint(checkpoint, false);
+      if (ck.tokenizer_json.empty())
+        throw std::runtime_error(fmt::format("'{}' has no tokenizer.json", ck.dir));
+      const tok::BpeTokenizer tokenizer = tok::parse_hf_tokenizer_json(ck.tokenizer_json, ck.dir + "/tokenizer.json");
+      fmt::print("{}", prompt);
+      std::fflush(stdout);
+      infer::generate(*ck.model, tokenizer, prompt, g, [](std::string_view text) {
+        fmt::print("{}", text);
+        std::fflush(stdout);
+      });
+      fmt::print("\n");
+      return 0;
+    } catch (const std::invalid_argument& e) {
+      fmt::print(stderr, "lockstep generate: {}\n", e.what());
+      return 2;
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "lockstep generate: error: {}\n", e.what());
+      return 1;
+    }
+  }
+};
+
 }  // namespace
 
+// libgomp's idle threads spin before they sleep. On a machine whose cores are
+// busy with other work a spinning thread holds the core its partner needs, and
+// training runs up to 10x slower (docs/TRAINING.md, "OpenMP on a shared
+// machine"); on an idle machine spinning is the faster choice. libgomp reads
+// OMP_WAIT_POLICY once, when it is loaded, so `train` and `generate` on a busy
+// machine re-run this very process with OMP_WAIT_POLICY=passive (unless the
+// user set it). Only the speed changes, never a bit of the results.
+static void prefer_passive_openmp_when_busy(int argc, char** argv) {
+  if (argc < 2 || (std::string(argv[1]) != "train" && std::string(argv[1]) != "generate")) return;
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
+  double load = 0;
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  if (!(std::ifstream("/proc/loadavg") >> load) || cores < 1 || load <= 1.5 * static_cast<double>(cores)) return;
+  if (std::string(argv[1]) == "train")  // generate's output is the text alone
+    fmt::print(stderr,
+               "lockstep: busy machine (load average {:.1f} on {} cores): OpenMP threads will sleep instead of "
+               "spinning (OMP_WAIT_POLICY=passive; set it to choose)\n",
+               load, cores);
+  setenv("OMP_WAIT_POLICY", "passive", 1);
+  execv("/proc/self/exe", argv);  // returns only on failure: then carry on as we are
+}
+
 int main(int argc, char** argv) {
+  prefer_passive_openmp_when_busy(argc, argv);
   CLI::App app{"lockstep: train, finetune and run transformer language models with bit-identical, "
                "verified numerics"};
   app.require_subcommand(1);
@@ -111,6 +339,11 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 4096));
   verify->add_flag("--list", list, "list the suites and exit");
 
+  TrainCommand train;
+  train.add(app);
+  GenerateCommand generate;
+  generate.add(app);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -119,5 +352,7 @@ int main(int argc, char** argv) {
 
   if (app.got_subcommand("version")) return run_version();
   if (app.got_subcommand("verify")) return run_verify(suite_names, vopt, list);
+  if (app.got_subcommand("train")) return train.run();
+  if (app.got_subcommand("generate")) return generate.run();
   return 2;
 }

@@ -201,8 +201,10 @@ TEST(ElementarySpecial, Thresholds) {
   const Sweep sweeps[] = {
       {le::Fn::exp, 0x1.62e42ep+6f},  {le::Fn::exp, -0x1.9fe368p+6f}, {le::Fn::exp, -0x1.5d589ep+6f},
       {le::Fn::exp2, 128.0f},         {le::Fn::exp2, -150.0f},        {le::Fn::exp2, -126.0f},
-      {le::Fn::expm1, -0x1.154246p+4f}, {le::Fn::expm1, 0x1.62e42ep+6f}, {le::Fn::expm1, 0x1p-25f},
+      {le::Fn::expm1, -0x1.154246p+4f}, {le::Fn::expm1, -17.5f},       {le::Fn::expm1, 0x1.62e42ep+6f},
+      {le::Fn::expm1, 0x1p-25f},      {le::Fn::exp, 89.0f},           {le::Fn::exp, -104.0f},
       {le::Fn::expm1, -0x1p-25f},     {le::Fn::log1p, 0x1p-25f},      {le::Fn::log1p, -0x1p-25f},
+      {le::Fn::tanh, -10.0f},         {le::Fn::sigmoid, 0.0f},
       {le::Fn::log1p, -1.0f},         {le::Fn::tanh, 0x1p-13f},       {le::Fn::tanh, 9.0109f},
       {le::Fn::tanh, 10.0f},          {le::Fn::sigmoid, -40.0f},      {le::Fn::sigmoid, 20.0f},
       {le::Fn::sigmoid, 17.33f},      {le::Fn::sigmoid, -87.33f},     {le::Fn::log, 0x1p-126f},
@@ -257,6 +259,8 @@ TEST(ElementarySpecial, MonotoneOnDenseRuns) {
   for (int k = -150; k <= 127; k += 7) runs.push_back({le::Fn::exp, static_cast<float>((k + 0.5) * ln2)});
   for (int k = -150; k <= 127; k += 7) runs.push_back({le::Fn::exp2, static_cast<float>(k + 0.5)});
   for (int k = -25; k <= 127; k += 5) runs.push_back({le::Fn::expm1, static_cast<float>((k + 0.5) * ln2)});
+  for (float c : {-17.5f, -17.33f, 0x1p-25f, -0x1p-25f, 88.72f}) runs.push_back({le::Fn::expm1, c});
+  for (float c : {89.0f, 88.72f, -104.0f, -103.97f, -87.33f}) runs.push_back({le::Fn::exp, c});
   for (int e = -149; e <= 127; e += 9) {
     runs.push_back({le::Fn::log, std::ldexp(1.0f, e)});
     runs.push_back({le::Fn::log, std::ldexp(1.41421356f, e)});

@@ -4,6 +4,14 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <ostream>
+
+#include "lockstep/num/elementary_ref.hpp"
+
+// gtest prints a failing parameter by name rather than as raw bytes.
+namespace lockstep::num::elem {
+inline void PrintTo(const FnSpec& s, std::ostream* os) { *os << s.name; }
+}  // namespace lockstep::num::elem
 
 namespace lockstep_elem_test {
 

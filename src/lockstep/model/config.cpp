@@ -105,7 +105,8 @@ ModelConfig llama(std::int64_t vocab, std::int64_t ctx, std::int64_t d, std::int
 }  // namespace
 
 std::vector<std::string> preset_names() {
-  return {"gpt2-124m", "gpt2-tiny", "gpt2-micro", "llama-tiny", "llama-micro", "bitnet-b1.58-2b", "bitnet-tiny"};
+  return {"gpt2-124m",       "gpt2-tiny",   "gpt2-micro",  "llama-tiny", "llama-micro",
+          "bitnet-b1.58-2b", "bitnet-tiny", "bitnet-micro"};
 }
 
 ModelConfig preset(const std::string& name) {
@@ -131,6 +132,11 @@ ModelConfig preset(const std::string& name) {
     c.eos_token = 128001;
   } else if (name == "bitnet-tiny") {
     c = llama(4096, 256, 256, 4, 8, 2, 688);
+    c.family = Family::Bitnet;
+    c.rope_theta = 500000.0;
+    c.tie_embeddings = true;
+  } else if (name == "bitnet-micro") {
+    c = llama(256, 64, 64, 2, 4, 2, 172);  // tests
     c.family = Family::Bitnet;
     c.rope_theta = 500000.0;
     c.tie_embeddings = true;

@@ -49,7 +49,8 @@ struct ModelConfig {
 const char* family_name(Family f);
 
 // Named presets: gpt2-124m (GPT-2 small's exact shapes), gpt2-tiny, gpt2-small-char (tiny
-// presets sized for CPU training), llama-tiny, bitnet-b1.58-2b (the 2B4T shapes), bitnet-tiny.
+// presets sized for CPU training), llama-tiny, bitnet-b1.58-2b (the 2B4T shapes), bitnet-tiny;
+// gpt2-micro, llama-micro, bitnet-micro: test sizes (vocab 256, d 64, 2 layers).
 // Throws std::invalid_argument listing the known names on an unknown one.
 ModelConfig preset(const std::string& name);
 std::vector<std::string> preset_names();

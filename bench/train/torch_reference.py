@@ -1,0 +1,173 @@
+"""The same CPU training step in PyTorch fp32, for a ratio against lockstep.
+
+  python3 bench/train/torch_reference.py [--bench build/release/bench/train/train_bench]
+                                         [--threads 2] [--steps 5] [CONFIG ...]
+
+For each CONFIG (as train_bench takes it: "default", "gpt2-tiny:16:256:1024", ...) it
+runs lockstep's train_bench --json to get lockstep's tokens/s and the model's shape,
+builds the same model in PyTorch (GPT-2: learned positions, pre-LayerNorm, fused qkv,
+tanh GELU, tied head; LLaMA: RMSNorm, rotate-half RoPE, grouped-query attention,
+SwiGLU), and times the same step: forward, cross-entropy, backward, global-norm
+clipping at 1.0, AdamW — fp32, torch.set_num_threads(threads), no torch.compile.
+Prints both numbers and lockstep / PyTorch.
+
+Where torch is not importable (the Debian development machine) it says so and exits 0.
+"""
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+
+try:
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+except Exception as e:  # noqa: BLE001
+    print(f"torch_reference: PyTorch is not importable here ({e}); skipped")
+    sys.exit(0)
+
+
+class Gpt2Block(nn.Module):
+    def __init__(self, d, h, ff, eps):
+        super().__init__()
+        self.h = h
+        self.ln_1 = nn.LayerNorm(d, eps=eps)
+        self.c_attn = nn.Linear(d, 3 * d)
+        self.c_proj = nn.Linear(d, d)
+        self.ln_2 = nn.LayerNorm(d, eps=eps)
+        self.c_fc = nn.Linear(d, ff)
+        self.mlp_proj = nn.Linear(ff, d)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = self.c_attn(self.ln_1(x)).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.h, C // self.h).transpose(1, 2) for t in (q, k, v))
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.c_proj(a.transpose(1, 2).reshape(B, T, C))
+        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+
+
+class Gpt2(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.wte = nn.Embedding(c["vocab"], c["d_model"])
+        self.wpe = nn.Embedding(c["max_seq"], c["d_model"])
+        self.blocks = nn.ModuleList(Gpt2Block(c["d_model"], c["n_head"], c["d_ff"], c["norm_eps"])
+                                    for _ in range(c["n_layer"]))
+        self.ln_f = nn.LayerNorm(c["d_model"], eps=c["norm_eps"])
+
+    def forward(self, idx):
+        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
+        for b in self.blocks:
+            x = b(x)
+        return self.ln_f(x) @ self.wte.weight.t()
+
+
+def rope(x, theta):  # x [B, H, T, D], rotate-half pairs (i, i + D/2)
+    T, D = x.shape[2], x.shape[3]
+    inv = 1.0 / (theta ** (torch.arange(0, D, 2, dtype=torch.float32) / D))
+    ang = torch.arange(T, dtype=torch.float32)[:, None] * inv[None, :]
+    cos, sin = torch.cat([ang.cos()] * 2, -1), torch.cat([ang.sin()] * 2, -1)
+    x1, x2 = x[..., : D // 2], x[..., D // 2:]
+    return x * cos + torch.cat([-x2, x1], -1) * sin
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        d, hd = c["d_model"], c["head_dim"]
+        self.h, self.kv, self.hd, self.theta = c["n_head"], c["n_kv_head"], hd, c["rope_theta"]
+        self.n1 = nn.RMSNorm(d, eps=c["norm_eps"])
+        self.q = nn.Linear(d, self.h * hd, bias=False)
+        self.k = nn.Linear(d, self.kv * hd, bias=False)
+        self.v = nn.Linear(d, self.kv * hd, bias=False)
+        self.o = nn.Linear(self.h * hd, d, bias=False)
+        self.n2 = nn.RMSNorm(d, eps=c["norm_eps"])
+        self.gate = nn.Linear(d, c["d_ff"], bias=False)
+        self.up = nn.Linear(d, c["d_ff"], bias=False)
+        self.down = nn.Linear(c["d_ff"], d, bias=False)
+
+    def forward(self, x):
+        B, T, _ = x.shape
+        y = self.n1(x)
+        q = rope(self.q(y).view(B, T, self.h, self.hd).transpose(1, 2), self.theta)
+        k = rope(self.k(y).view(B, T, self.kv, self.hd).transpose(1, 2), self.theta)
+        v = self.v(y).view(B, T, self.kv, self.hd).transpose(1, 2)
+        rep = self.h // self.kv
+        k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.o(a.transpose(1, 2).reshape(B, T, -1))
+        y = self.n2(x)
+        return x + self.down(F.silu(self.gate(y)) * self.up(y))
+
+
+class Llama(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.emb = nn.Embedding(c["vocab"], c["d_model"])
+        self.blocks = nn.ModuleList(LlamaBlock(c) for _ in range(c["n_layer"]))
+        self.norm = nn.RMSNorm(c["d_model"], eps=c["norm_eps"])
+        self.head = None if c["tie_embeddings"] else nn.Linear(c["d_model"], c["vocab"], bias=False)
+
+    def forward(self, idx):
+        x = self.emb(idx)
+        for b in self.blocks:
+            x = b(x)
+        x = self.norm(x)
+        return x @ self.emb.weight.t() if self.head is None else self.head(x)
+
+
+def torch_tokens_per_second(c, threads, steps):
+    torch.manual_seed(0)
+    torch.set_num_threads(threads)
+    model = Gpt2(c) if c["family"] == "gpt2" else Llama(c)
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    other = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": other, "weight_decay": 0.0}],
+                            lr=1e-3, betas=(0.9, 0.95), eps=1e-8, foreach=False)
+    B, T, V = c["batch"], c["seq"], c["vocab"]
+    x = torch.randint(0, V, (B, T))
+    y = torch.randint(0, V, (B, T))
+
+    def step():
+        logits = model(x)
+        loss = F.cross_entropy(logits.view(-1, V), y.view(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+
+    step()  # warm-up
+    t = time.perf_counter()
+    for _ in range(steps):
+        step()
+    return B * T * steps / (time.perf_counter() - t)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    here = os.path.dirname(os.path.abspath(__file__))
+    ap.add_argument("--bench", default=os.path.join(here, "..", "..", "build", "release", "bench", "train", "train_bench"))
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("configs", nargs="*", default=["default", "gpt2-tiny:16:256:1024", "llama-tiny:16:256:1024"])
+    a = ap.parse_args()
+    if not os.path.exists(a.bench):
+        print(f"torch_reference: {a.bench} not found (build bench/train first, or pass --bench)")
+        return 1
+    print(f"PyTorch {torch.__version__} fp32 CPU vs lockstep, {a.threads} threads, {a.steps} timed steps")
+    print(f"{'config':<26} {'lockstep tok/s':>15} {'torch tok/s':>12} {'lockstep/torch':>15}")
+    for spec in a.configs:
+        out = subprocess.run([a.bench, spec, "--json", "--threads", str(a.threads), "--steps", str(a.steps)],
+                             check=True, capture_output=True, text=True).stdout
+        c = json.loads(out.strip().splitlines()[-1])
+        ref = torch_tokens_per_second(c, a.threads, a.steps)
+        print(f"{spec:<26} {c['train_tok_s']:>15.0f} {ref:>12.0f} {c['train_tok_s'] / ref:>15.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,190 @@
+// CPU training throughput of lockstep's canonical model: one full optimizer
+// step (forward + backward over batch x seq tokens, gradient clipping, AdamW)
+// timed for named configurations, plus the forward-only loss (validation).
+//
+//   build/<dir>/bench/train/train_bench                       the default set
+//   build/<dir>/bench/train/train_bench gpt2-tiny:16:128:1024 --threads 2 --steps 5
+//   build/<dir>/bench/train/train_bench default --json        one JSON line per config
+//
+// A config is PRESET[:BATCH[:SEQ[:VOCAB]]]; "default" is `lockstep train`'s
+// default run. Tokens are Philox draws (the speed does not depend on them).
+// The machine may be shared: besides wall-clock tokens/s the table gives
+// tokens per CPU-second of this process and the load average, so a number
+// measured on a busy machine can be extrapolated (tok/s on N idle cores ~
+// min(N, threads) x tok/CPU-s, when the threads scale).
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "lockstep/model/model.hpp"
+#include "lockstep/num/rng.hpp"
+#include "lockstep/train/config.hpp"
+#include "lockstep/train/optim.hpp"
+#include "lockstep/util/parallel.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace lockstep;
+
+struct BenchConfig {
+  std::string name, preset;
+  std::int64_t batch = 16, seq = -1, vocab = 1024;  // seq -1: min(128, the preset's context)
+};
+
+BenchConfig parse_config(const std::string& spec) {
+  BenchConfig c;
+  c.name = spec;
+  const train::TrainConfig d;
+  if (spec == "default") {
+    c.preset = d.model;
+    c.batch = d.batch * d.accum;
+    c.seq = d.seq;
+    c.vocab = d.vocab;
+    return c;
+  }
+  std::vector<std::string> parts;
+  std::size_t at = 0;
+  while (true) {
+    const std::size_t colon = spec.find(':', at);
+    parts.push_back(spec.substr(at, colon - at));
+    if (colon == std::string::npos) break;
+    at = colon + 1;
+  }
+  c.preset = parts[0];
+  if (parts.size() > 1) c.batch = train::parse_int("batch", parts[1]);
+  if (parts.size() > 2) c.seq = train::parse_int("seq", parts[2]);
+  if (parts.size() > 3) c.vocab = train::parse_int("vocab", parts[3]);
+  return c;
+}
+
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+double load_average() {
+  std::ifstream f("/proc/loadavg");
+  double l = -1;
+  f >> l;
+  return l;
+}
+
+struct Measured {
+  double train_tok_s = 0, train_tok_cpu_s = 0, ms_per_step = 0, eval_tok_s = 0;
+  std::int64_t params = 0;
+  model::ModelConfig cfg;
+};
+
+Measured measure(BenchConfig& bc, int threads, int steps) {
+  model::ModelConfig mc = model::preset(bc.preset);
+  mc.vocab_size = bc.vocab;
+  if (bc.seq < 0) bc.seq = std::min<std::int64_t>(128, mc.max_seq);
+  if (bc.seq > mc.max_seq) throw std::invalid_argument(fmt::format("{}: seq {} > context {}", bc.name, bc.seq, mc.max_seq));
+  auto m = model::make_cpu_model(mc);
+  m->init(1);
+  const auto n = static_cast<std::size_t>(bc.batch * bc.seq);
+  std::vector<std::int32_t> in(n), tg(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    in[i] = static_cast<std::int32_t>(num::rng::bits32(7, 0, i) % static_cast<std::uint32_t>(bc.vocab));
+    tg[i] = static_cast<std::int32_t>(num::rng::bits32(7, 1, i) % static_cast<std::uint32_t>(bc.vocab));
+  }
+  std::vector<std::vector<float>> mom(m->params().size() * 2);
+  std::vector<train::ParamSlot> slots;
+  for (std::size_t i = 0; i < m->params().size(); ++i) {
+    auto& p = m->params()[i];
+    mom[2 * i].assign(p.value.size(), 0.0f);
+    mom[2 * i + 1].assign(p.value.size(), 0.0f);
+    slots.push_back({p.name, p.value, p.grad, mom[2 * i], mom[2 * i + 1], p.decay});
+  }
+  const train::AdamWConfig opt;
+  auto step = [&](std::int64_t t) {
+    m->forward_backward(in, tg, bc.batch, bc.seq, false, threads);
+    train::clip_grad_norm(slots, 1.0f, threads);
+    train::adamw_step(slots, train::adamw_scalars(opt, 1e-3f, t), threads);
+  };
+  step(1);  // warm-up: first-touch allocations
+  Measured r;
+  r.params = mc.parameter_count();
+  r.cfg = mc;
+  const double c0 = cpu_seconds();
+  const auto t0 = Clock::now();
+  for (int s = 0; s < steps; ++s) step(s + 2);
+  const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+  const double cpu = cpu_seconds() - c0;
+  const double tokens = static_cast<double>(n) * steps;
+  r.train_tok_s = tokens / wall;
+  r.train_tok_cpu_s = tokens / cpu;
+  r.ms_per_step = 1e3 * wall / steps;
+  const auto e0 = Clock::now();
+  for (int s = 0; s < steps; ++s) m->loss(in, tg, bc.batch, bc.seq, threads);
+  r.eval_tok_s = tokens / std::chrono::duration<double>(Clock::now() - e0).count();
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> specs;
+  int threads = 0, steps = 5;
+  bool json = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--threads" && i + 1 < argc) {
+      threads = static_cast<int>(train::parse_int("--threads", argv[++i]));
+    } else if (a == "--steps" && i + 1 < argc) {
+      steps = static_cast<int>(train::parse_int("--steps", argv[++i]));
+    } else if (a == "--json") {
+      json = true;
+    } else if (a == "--help" || a == "-h") {
+      std::printf("usage: train_bench [PRESET[:BATCH[:SEQ[:VOCAB]]] | default]... [--threads N] [--steps N] [--json]\n");
+      return 0;
+    } else {
+      specs.push_back(a);
+    }
+  }
+  if (specs.empty()) specs = {"default", "gpt2-micro:16:64:1024", "gpt2-tiny:16:256:1024", "llama-tiny:16:256:1024"};
+  threads = util::resolve_threads(threads);
+  if (!json)
+    fmt::print("lockstep CPU training step (forward+backward+clip+AdamW), {} threads, {} timed steps, load average {:.1f}\n"
+               "{:<26} {:>8} {:>7} {:>10} {:>11} {:>13} {:>11}\n",
+               threads, steps, load_average(), "config", "params", "tokens", "ms/step", "train tok/s", "tok/CPU-s",
+               "eval tok/s");
+  for (const std::string& spec : specs) {
+    try {
+      BenchConfig bc = parse_config(spec);
+      const Measured r = measure(bc, threads, steps);
+      if (json) {
+        // The model's shape too, so torch_reference.py can build the same one.
+        const model::ModelConfig& mc = r.cfg;
+        fmt::print(R"({{"config":"{}","preset":"{}","family":"{}","d_model":{},"n_layer":{},"n_head":{},"n_kv_head":{},"head_dim":{},"d_ff":{},"max_seq":{},"norm_eps":{},"rope_theta":{},"tie_embeddings":{},)"
+                   R"("batch":{},"seq":{},"vocab":{},"threads":{},"params":{},"ms_per_step":{:.2f},"train_tok_s":{:.1f},"train_tok_cpu_s":{:.1f},"eval_tok_s":{:.1f},"load":{:.2f}}})"
+                   "\n",
+                   bc.name, bc.preset, model::family_name(mc.family), mc.d_model, mc.n_layer, mc.n_head, mc.n_kv_head,
+                   mc.head_dim, mc.d_ff, mc.max_seq, mc.norm_eps, mc.rope_theta, mc.tie_embeddings, bc.batch, bc.seq,
+                   bc.vocab, threads, r.params, r.ms_per_step, r.train_tok_s, r.train_tok_cpu_s, r.eval_tok_s,
+                   load_average());
+      } else {
+        fmt::print("{:<26} {:>7.2f}M {:>7} {:>10.1f} {:>11.0f} {:>13.0f} {:>11.0f}\n", bc.name,
+                   static_cast<double>(r.params) / 1e6, bc.batch * bc.seq, r.ms_per_step, r.train_tok_s,
+                   r.train_tok_cpu_s, r.eval_tok_s);
+      }
+      std::fflush(stdout);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "%s: %s\n", spec.c_str(), e.what());
+      return 1;
+    }
+  }
+  return 0;
+}

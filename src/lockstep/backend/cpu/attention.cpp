@@ -1,0 +1,374 @@
+// Causal attention on the CPU: ops::Attention's float expression, bit for bit.
+//
+// The spec (ops/attention.hpp) computes, per (batch, head, query i), scores
+// s_ij = dot_seq(q_i, k_j)·scale, an online softmax over 64-key blocks and
+// acc_d = fma(p, v_jd, acc_d); its backward, chains over j (dq) and over
+// (head of the group, i) (dk, dv). Here the same cells are computed with the
+// work arranged for SIMD, never the order of a chain:
+//   * scores: 4 queries × up to 64 keys at once, one vector lane per key; the
+//     lane's chain over d is the spec's dot_seq (acc = +0, fma, d ascending)
+//     against a transposed copy of K (or V for dP);
+//   * the online softmax (block max, rescale, exponentials, l) runs per row in
+//     the spec's scalar order;
+//   * p·v, dq, dk, dv: one lane per d, each lane's chain over j (or (h, i))
+//     in the spec's order; 4 rows (or 4 keys) share the loop to fill the
+//     registers. Where the 4 rows' chains have different lengths (the causal
+//     edge), the common part runs together and each row finishes alone.
+// Work is split over (batch, head) pairs (forward) and (batch, kv head)
+// pairs (backward): a pair is computed whole by one thread, so the bits do
+// not depend on the thread count.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+#include "lockstep/backend/cpu/ops.hpp"
+#include "lockstep/backend/cpu/vmath.hpp"
+#include "lockstep/num/elementary.hpp"
+#include "lockstep/num/fp.hpp"
+#include "lockstep/num/reduce.hpp"
+#include "lockstep/util/parallel.hpp"
+
+namespace lockstep::cpu {
+namespace {
+
+using num::fma_rn;
+namespace red = num::reduce;
+
+// ---------------------------------------------------------------------------
+// Vector lanes: L floats with a lane-wise fma (correctly rounded, as fma_rn).
+// ---------------------------------------------------------------------------
+#if defined(__AVX512F__)
+struct Vec {
+  static constexpr std::size_t L = 16;
+  using V = __m512;
+  static V zero() { return _mm512_setzero_ps(); }
+  static V load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static V bcast(float a) { return _mm512_set1_ps(a); }
+  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+};
+#else
+struct Vec {  // portable: one lane
+  static constexpr std::size_t L = 1;
+  using V = float;
+  static V zero() { return 0.0f; }
+  static V load(const float* p) { return *p; }
+  static void store(float* p, V v) { *p = v; }
+  static V bcast(float a) { return a; }
+  static V fma(V a, V b, V c) { return fma_rn(a, b, c); }
+  static V mul(V a, V b) { return a * b; }
+};
+#endif
+constexpr std::size_t kL = Vec::L;
+constexpr std::size_t kRows = 4;  // queries (or keys) per tile
+
+// A thread's scratch arrays (grown, never shrunk: no allocation per call).
+struct Scratch {
+  std::vector<float> kt, vt, s, dp, acc, P, dS;
+};
+Scratch& scratch() {
+  thread_local Scratch s;
+  return s;
+}
+float* grow(std::vector<float>& v, std::size_t n) {
+  if (v.size() < n) v.resize(n);
+  return v.data();
+}
+
+// Row length of the transposed K/V and of the score rows: T plus room for
+// the last (partial) vectors a tile reads and writes past key T - 1 (their
+// values are never used).
+std::size_t padded(std::size_t T) { return (T + 4 * kL - 1) / (4 * kL) * (4 * kL) + 4 * kL; }
+
+// xt[d * ldt + j] = x[j * ld + d] for j < T, d < Dh; columns [T, ldt) zero.
+void transpose(const float* x, std::size_t ld, std::size_t T, std::size_t Dh, float* xt, std::size_t ldt) {
+  for (std::size_t d = 0; d < Dh; ++d) {
+    float* row = xt + d * ldt;
+    for (std::size_t j = 0; j < T; ++j) row[j] = x[j * ld + d];
+    std::fill(row + T, row + ldt, 0.0f);
+  }
+}
+
+// out[r * ldo + j] = chain over d ascending of a_r[d] · bt[d * ldt + j]
+// (acc = +0, acc = fma(a, b, acc)): the raw dot_seq values of rows a_0..a_3
+// with the G·L columns j0 .. j0 + G·L - 1 of bt. The canonical NaN and the
+// scale are applied by the caller, as in the spec.
+template <std::size_t G>
+void dots(const float* const a[kRows], std::size_t Dh, const float* bt, std::size_t ldt, std::size_t j0, float* out,
+          std::size_t ldo) {
+  Vec::V acc[kRows][G];
+  for (std::size_t r = 0; r < kRows; ++r)
+    for (std::size_t g = 0; g < G; ++g) acc[r][g] = Vec::zero();
+  for (std::size_t d = 0; d < Dh; ++d) {
+    const float* b = bt + d * ldt + j0;
+    Vec::V bv[G];
+#pragma GCC unroll 4
+    for (std::size_t g = 0; g < G; ++g) bv[g] = Vec::load(b + g * kL);
+#pragma GCC unroll 4
+    for (std::size_t r = 0; r < kRows; ++r) {
+      const Vec::V av = Vec::bcast(a[r][d]);
+#pragma GCC unroll 4
+      for (std::size_t g = 0; g < G; ++g) acc[r][g] = Vec::fma(av, bv[g], acc[r][g]);
+    }
+  }
+  for (std::size_t r = 0; r < kRows; ++r)
+    for (std::size_t g = 0; g < G; ++g) Vec::store(out + r * ldo + j0 + g * kL, acc[r][g]);
+}
+
+// The dots of columns [j0, j1) (rounded up to whole vectors; bt must hold
+// them), in chunks of up to 4 vectors.
+void dots_range(const float* const a[kRows], std::size_t Dh, const float* bt, std::size_t ldt, std::size_t j0,
+                std::size_t j1, float* out, std::size_t ldo) {
+  std::size_t j = j0;
+  for (; j + 4 * kL <= j1; j += 4 * kL) dots<4>(a, Dh, bt, ldt, j, out, ldo);
+  const std::size_t rest = (j1 - j + kL - 1) / kL;
+  switch (rest) {
+    case 0: break;
+    case 1: dots<1>(a, Dh, bt, ldt, j, out, ldo); break;
+    case 2: dots<2>(a, Dh, bt, ldt, j, out, ldo); break;
+    case 3: dots<3>(a, Dh, bt, ldt, j, out, ldo); break;
+    default: dots<4>(a, Dh, bt, ldt, j, out, ldo); break;
+  }
+}
+
+// acc_r[d] = fma(w_r(j), x_j[d], acc_r[d]) for j in [j0, j1) ascending, for
+// rows r < R, one lane per d; w_r(j) = w[r * wr + j * wj], x_j = x + j * ldx,
+// acc_r = acc + r * lda. Every (r, d) is one chain in the spec's order; the R
+// rows and up to 4 vectors of d run together to fill the registers.
+//   dq:   w = dS rows (wr = ldt, wj = 1), x = K rows;
+//   p·V:  w = p rows, x = V rows;
+//   dk:   w = dS columns (wr = 1, wj = ldt), x = Q rows; dv: P columns, dO rows.
+template <std::size_t R>
+void chains_t(const float* w, std::size_t wr, std::size_t wj, const float* x, std::size_t ldx, std::size_t j0,
+              std::size_t j1, std::size_t Dh, float* acc, std::size_t lda) {
+  std::size_t d0 = 0;
+  for (; d0 + 4 * kL <= Dh; d0 += 4 * kL) {
+    Vec::V a[R][4];
+    for (std::size_t r = 0; r < R; ++r)
+      for (std::size_t g = 0; g < 4; ++g) a[r][g] = Vec::load(acc + r * lda + d0 + g * kL);
+    for (std::size_t j = j0; j < j1; ++j) {
+      const float* xj = x + j * ldx + d0;
+      Vec::V xv[4];
+#pragma GCC unroll 4
+      for (std::size_t g = 0; g < 4; ++g) xv[g] = Vec::load(xj + g * kL);
+#pragma GCC unroll 4
+      for (std::size_t r = 0; r < R; ++r) {
+        const Vec::V wv = Vec::bcast(w[r * wr + j * wj]);
+#pragma GCC unroll 4
+        for (std::size_t g = 0; g < 4; ++g) a[r][g] = Vec::fma(wv, xv[g], a[r][g]);
+      }
+    }
+    for (std::size_t r = 0; r < R; ++r)
+      for (std::size_t g = 0; g < 4; ++g) Vec::store(acc + r * lda + d0 + g * kL, a[r][g]);
+  }
+  for (; d0 + kL <= Dh; d0 += kL) {
+    Vec::V a[R];
+    for (std::size_t r = 0; r < R; ++r) a[r] = Vec::load(acc + r * lda + d0);
+    for (std::size_t j = j0; j < j1; ++j) {
+      const Vec::V xv = Vec::load(x + j * ldx + d0);
+#pragma GCC unroll 4
+      for (std::size_t r = 0; r < R; ++r) a[r] = Vec::fma(Vec::bcast(w[r * wr + j * wj]), xv, a[r]);
+    }
+    for (std::size_t r = 0; r < R; ++r) Vec::store(acc + r * lda + d0, a[r]);
+  }
+  for (; d0 < Dh; ++d0)
+    for (std::size_t r = 0; r < R; ++r) {
+      float a = acc[r * lda + d0];
+      for (std::size_t j = j0; j < j1; ++j) a = fma_rn(w[r * wr + j * wj], x[j * ldx + d0], a);
+      acc[r * lda + d0] = a;
+    }
+}
+
+void chains(std::size_t rows, const float* w, std::size_t wr, std::size_t wj, const float* x, std::size_t ldx,
+            std::size_t j0, std::size_t j1, std::size_t Dh, float* acc, std::size_t lda) {
+  if (j1 <= j0) return;
+  switch (rows) {
+    case 1: chains_t<1>(w, wr, wj, x, ldx, j0, j1, Dh, acc, lda); break;
+    case 2: chains_t<2>(w, wr, wj, x, ldx, j0, j1, Dh, acc, lda); break;
+    case 3: chains_t<3>(w, wr, wj, x, ldx, j0, j1, Dh, acc, lda); break;
+    default: chains_t<4>(w, wr, wj, x, ldx, j0, j1, Dh, acc, lda); break;
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Forward.
+// ---------------------------------------------------------------------------
+void OpKernels::attention_fwd(const ops::Attention::Config& c, const float* q, std::size_t ldq, const float* k,
+                              const float* v, std::size_t ldkv, float* o, float* lse) {
+  ops::Attention::validate(c);
+  const std::size_t T = c.seq, Dh = c.head_dim, Hq = c.q_heads, rep = c.q_heads / c.kv_heads, KB = c.key_block;
+  const float scale = ops::Attention::scale_of<float>(c);
+  const std::size_t ldt = padded(T);
+  // (batch, head) pairs on threads; tiny problems on the calling thread.
+  const std::size_t grain = std::max<std::size_t>(1, min_parallel_work() / (T * (T + 1) / 2 * Dh + 1));
+  util::parallel_for(c.batch * Hq, threads, grain, [&](std::size_t lo, std::size_t hi) {
+    Scratch& sc = scratch();
+    float* kt = grow(sc.kt, Dh * ldt);
+    float* s = grow(sc.s, kRows * ldt);  // raw dots of the tile's rows with keys [j0, j1)
+    float* acc = grow(sc.acc, kRows * Dh);
+    std::size_t last_b = static_cast<std::size_t>(-1), last_g = last_b;
+    for (std::size_t task = lo; task < hi; ++task) {
+      const std::size_t b = task / Hq, h = task % Hq, g = h / rep;
+      const float* kb = k + b * T * ldkv + g * Dh;
+      const float* vb = v + b * T * ldkv + g * Dh;
+      if (b != last_b || g != last_g) transpose(kb, ldkv, T, Dh, kt, ldt);
+      last_b = b, last_g = g;
+      for (std::size_t i0 = 0; i0 < T; i0 += kRows) {
+        const std::size_t rows = std::min(kRows, T - i0), i_last = i0 + rows - 1;
+        const float* qr[kRows];
+        for (std::size_t r = 0; r < kRows; ++r) qr[r] = q + (b * T + i0 + std::min(r, rows - 1)) * ldq + h * Dh;
+        float m[kRows] = {}, l[kRows] = {};
+        std::fill(acc, acc + kRows * Dh, 0.0f);
+        for (std::size_t j0 = 0; j0 <= i_last; j0 += KB) {
+          const std::size_t jend = std::min(j0 + KB, i_last + 1);  // keys any row of the tile needs
+          dots_range(qr, Dh, kt, ldt, j0, jend, s, ldt);
+          for (std::size_t r = 0; r < rows; ++r) {
+            const std::size_t i = i0 + r;
+            if (j0 > i) continue;
+            const std::size_t j1 = std::min(j0 + KB, i + 1);
+            float* sr = s + r * ldt;
+            for (std::size_t j = j0; j < j1; ++j) sr[j] = red::canonical_nan(sr[j]) * scale;
+            float mb = sr[j0];
+            for (std::size_t j = j0 + 1; j < j1; ++j) mb = ops::max2(mb, sr[j]);
+            float* ar = acc + r * Dh;
+            if (j0 == 0) {
+              m[r] = mb;
+            } else {
+              const float mn = ops::max2(m[r], mb);
+              const float alpha = num::exp(m[r] - mn);
+              l[r] = l[r] * alpha;
+              for (std::size_t d = 0; d < Dh; ++d) ar[d] = ar[d] * alpha;
+              m[r] = mn;
+            }
+            // p_j = exp(s_j - m) overwrites the score; l in key order.
+            for (std::size_t j = j0; j < j1; ++j) sr[j] = sr[j] - m[r];
+            exp_n(sr + j0, sr + j0, j1 - j0);
+            for (std::size_t j = j0; j < j1; ++j) l[r] = l[r] + sr[j];
+          }
+          // acc_r = fma(p_j, v_j, acc_r), j ascending: the keys every row of
+          // the tile takes (up to key i0) together, then each row's own.
+          const std::size_t jc = std::min(j0 + KB, i0 + 1);
+          chains(rows, s, ldt, 1, vb, ldkv, j0, jc, Dh, acc, Dh);
+          for (std::size_t r = 1; r < rows; ++r)
+            chains(1, s + r * ldt, ldt, 1, vb, ldkv, std::max(jc, j0), std::min(j0 + KB, i0 + r + 1), Dh,
+                   acc + r * Dh, Dh);
+        }
+        for (std::size_t r = 0; r < rows; ++r) {
+          const std::size_t i = i0 + r;
+          float* oi = o + ((b * T + i) * Hq + h) * Dh;
+          for (std::size_t d = 0; d < Dh; ++d) oi[d] = acc[r * Dh + d] / l[r];
+          lse[(b * Hq + h) * T + i] = m[r] + num::log(l[r]);
+        }
+      }
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------
+// Backward.
+// ---------------------------------------------------------------------------
+void OpKernels::attention_bwd(const ops::Attention::Config& c, const float* q, std::size_t ldq, const float* k,
+                              const float* v, std::size_t ldkv, const float* o, const float* lse, const float* dout,
+                              float* dq, float* dk, float* dv) {
+  ops::Attention::validate(c);
+  const std::size_t T = c.seq, Dh = c.head_dim, Hq = c.q_heads, Hkv = c.kv_heads, rep = Hq / Hkv;
+  const std::size_t ldo = Hq * Dh;  // o, dout: contiguous [tokens, Hq·Dh]
+  const float scale = ops::Attention::scale_of<float>(c);
+  const std::size_t ldt = padded(T);
+  const std::size_t grain = std::max<std::size_t>(1, min_parallel_work() / (rep * T * (T + 1) * Dh + 1));
+  util::parallel_for(c.batch * Hkv, threads, grain, [&](std::size_t lo, std::size_t hi) {
+    Scratch& sc = scratch();
+    float* kt = grow(sc.kt, Dh * ldt);
+    float* vt = grow(sc.vt, Dh * ldt);
+    float* sd = grow(sc.s, kRows * ldt);
+    float* pd = grow(sc.dp, kRows * ldt);
+    float* acc = grow(sc.acc, kRows * Dh);
+    // P and dS of the group's rep heads: [rep, T, ldt], row i valid for j <= i.
+    float* P = grow(sc.P, rep * T * ldt);
+    float* dS = grow(sc.dS, rep * T * ldt);
+    for (std::size_t task = lo; task < hi; ++task) {
+      const std::size_t b = task / Hkv, kv = task % Hkv;
+      const float* kb = k + b * T * ldkv + kv * Dh;
+      const float* vb = v + b * T * ldkv + kv * Dh;
+      transpose(kb, ldkv, T, Dh, kt, ldt);
+      transpose(vb, ldkv, T, Dh, vt, ldt);
+      for (std::size_t r = 0; r < rep; ++r) {
+        const std::size_t h = kv * rep + r;
+        const float* qh = q + b * T * ldq + h * Dh;        // row i at i * ldq
+        const float* doh = dout + b * T * ldo + h * Dh;    // row i at i * ldo
+        float* Pr = P + r * T * ldt;
+        float* dSr = dS + r * T * ldt;
+        for (std::size_t i0 = 0; i0 < T; i0 += kRows) {
+          const std::size_t rows = std::min(kRows, T - i0), i_last = i0 + rows - 1;
+          const float* qr[kRows];
+          const float* dor[kRows];
+          for (std::size_t t = 0; t < kRows; ++t) {
+            const std::size_t i = i0 + std::min(t, rows - 1);
+            qr[t] = qh + i * ldq;
+            dor[t] = doh + i * ldo;
+          }
+          // Raw dots q·k and dO·v of the tile's rows with keys 0..i_last.
+          dots_range(qr, Dh, kt, ldt, 0, i_last + 1, sd, ldt);
+          dots_range(dor, Dh, vt, ldt, 0, i_last + 1, pd, ldt);
+          for (std::size_t t = 0; t < rows; ++t) {
+            const std::size_t i = i0 + t;
+            const float Di = red::dot_seq(dor[t], 1, o + (b * T + i) * ldo + h * Dh, 1, Dh);
+            const float ls = lse[(b * Hq + h) * T + i];
+            const float* st = sd + t * ldt;
+            const float* pt = pd + t * ldt;
+            float* Pi = Pr + i * ldt;
+            float* dSi = dSr + i * ldt;
+            for (std::size_t j = 0; j <= i; ++j) Pi[j] = red::canonical_nan(st[j]) * scale - ls;
+            exp_n(Pi, Pi, i + 1);  // P_ij = exp(s_ij - lse_i)
+            for (std::size_t j = 0; j <= i; ++j) dSi[j] = Pi[j] * (red::canonical_nan(pt[j]) - Di);
+          }
+          // dq_i = chain_{j=0..i}(dS_ij · k_j) · scale: keys 0..i0 for the
+          // whole tile, then each row's own tail i0+1..i.
+          std::fill(acc, acc + kRows * Dh, 0.0f);
+          chains(rows, dSr + i0 * ldt, ldt, 1, kb, ldkv, 0, i0 + 1, Dh, acc, Dh);
+          for (std::size_t t = 1; t < rows; ++t)
+            chains(1, dSr + (i0 + t) * ldt, ldt, 1, kb, ldkv, i0 + 1, i0 + t + 1, Dh, acc + t * Dh, Dh);
+          for (std::size_t t = 0; t < rows; ++t) {
+            float* dqi = dq + (b * T + i0 + t) * ldq + h * Dh;
+            for (std::size_t d = 0; d < Dh; ++d) dqi[d] = acc[t * Dh + d] * scale;
+          }
+        }
+      }
+      // dk_j = chain_{r} chain_{i=j..T-1}(dS^r_ij · q^r_i) · scale and
+      // dv_j = chain_{r} chain_{i=j..T-1}(P^r_ij · dO^r_i), 4 keys at a time:
+      // key j0 + t joins the chain at i = j0 + t.
+      for (int pass = 0; pass < 2; ++pass) {
+        const float* W = pass == 0 ? dS : P;
+        for (std::size_t j0 = 0; j0 < T; j0 += kRows) {
+          const std::size_t keys = std::min(kRows, T - j0);
+          std::fill(acc, acc + kRows * Dh, 0.0f);
+          for (std::size_t r = 0; r < rep; ++r) {
+            const std::size_t h = kv * rep + r;
+            const float* x = pass == 0 ? q + b * T * ldq + h * Dh : dout + b * T * ldo + h * Dh;
+            const std::size_t ldx = pass == 0 ? ldq : ldo;
+            const float* Wr = W + r * T * ldt;
+            // Rows i in [j0, j0 + keys - 1): only keys j0..i take part.
+            for (std::size_t i = j0; i + 1 < j0 + keys; ++i)
+              chains(i - j0 + 1, Wr + j0, 1, ldt, x, ldx, i, i + 1, Dh, acc, Dh);
+            // Rows i >= j0 + keys - 1: every key of the tile.
+            chains(keys, Wr + j0, 1, ldt, x, ldx, j0 + keys - 1, T, Dh, acc, Dh);
+          }
+          for (std::size_t t = 0; t < keys; ++t) {
+            const std::size_t j = j0 + t;
+            float* out = (pass == 0 ? dk : dv) + (b * T + j) * ldkv + kv * Dh;
+            for (std::size_t d = 0; d < Dh; ++d) out[d] = pass == 0 ? acc[t * Dh + d] * scale : acc[t * Dh + d];
+          }
+        }
+      }
+    }
+  });
+}
+
+}  // namespace lockstep::cpu

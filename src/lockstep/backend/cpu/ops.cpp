@@ -1,0 +1,476 @@
+#include "lockstep/backend/cpu/ops.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "lockstep/backend/cpu/gemm.hpp"
+#include "lockstep/backend/cpu/vmath.hpp"
+#include "lockstep/num/elementary.hpp"
+#include "lockstep/num/fp.hpp"
+#include "lockstep/num/reduce.hpp"
+#include "lockstep/util/parallel.hpp"
+
+namespace lockstep::cpu {
+namespace {
+
+using num::fma_rn;
+namespace red = num::reduce;
+
+// Pieces of work below ~32k element operations run on the calling thread: a
+// parallel region costs more than it saves there. Grains are rows (columns)
+// per piece, from the work per row.
+std::atomic<std::size_t> g_min_work{std::size_t{1} << 15};
+std::size_t grain_for(std::size_t work_per_item) {
+  return std::max<std::size_t>(1, min_parallel_work() / std::max<std::size_t>(work_per_item, 1));
+}
+
+// A per-thread scratch row (no allocation once grown).
+float* scratch(std::size_t n, int which = 0) {
+  thread_local std::vector<float> buf[2];
+  if (buf[which].size() < n) buf[which].resize(n);
+  return buf[which].data();
+}
+
+// Column chains of an [N, D] pair: out[j] = dot_seq over n ascending of
+// a[n, j]·b[n, j] (acc = +0, fma, canonical NaN) — the spec's
+// Math::dot_seq(a + j, D, b + j, D, N) — with columns spread over threads and
+// a run of columns per step of the inner loop (same chain per column).
+void column_dots(const float* a, const float* b, std::size_t N, std::size_t D, float* out, int threads) {
+  util::parallel_for(D, threads, std::max<std::size_t>(16, grain_for(N)), [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t j = lo; j < hi; ++j) out[j] = 0.0f;
+    for (std::size_t n = 0; n < N; ++n) {
+      const float* an = a + n * D;
+      const float* bn = b + n * D;
+      for (std::size_t j = lo; j < hi; ++j) out[j] = fma_rn(an[j], bn[j], out[j]);
+    }
+    for (std::size_t j = lo; j < hi; ++j) out[j] = red::canonical_nan(out[j]);
+  });
+}
+
+// Column sums of an [N, D] matrix: out[j] = +0 + a[0, j] + a[1, j] + ...
+// (ops::column_sums), columns over threads.
+void column_sums(const float* a, std::size_t N, std::size_t D, float* out, int threads) {
+  util::parallel_for(D, threads, std::max<std::size_t>(16, grain_for(N)), [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t j = lo; j < hi; ++j) out[j] = 0.0f;
+    for (std::size_t n = 0; n < N; ++n) {
+      const float* an = a + n * D;
+      for (std::size_t j = lo; j < hi; ++j) out[j] = out[j] + an[j];
+    }
+  });
+}
+
+// Element-wise loop over [0, n) in chunks on threads.
+template <class Body>
+void elementwise(std::size_t n, int threads, Body&& body) {
+  util::parallel_for(n, threads, grain_for(1), [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t i = lo; i < hi; ++i) body(i);
+  });
+}
+
+}  // namespace
+
+void set_min_parallel_work(std::size_t ops) { g_min_work.store(std::max<std::size_t>(ops, 1)); }
+std::size_t min_parallel_work() { return g_min_work.load(); }
+
+// --- embeddings ---------------------------------------------------------------
+
+void OpKernels::embedding_fwd(const ops::Embedding::Config& c, const Index* ids, const float* wte, float* y) {
+  for (std::size_t n = 0; n < c.tokens; ++n) ops::Embedding::row_of(c, ids[n]);  // throws like the spec
+  util::parallel_for(c.tokens, threads, grain_for(c.dim), [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t n = lo; n < hi; ++n)
+      std::memcpy(y + n * c.dim, wte + static_cast<std::size_t>(ids[n]) * c.dim, c.dim * sizeof(float));
+  });
+}
+
+// dwte[v] = +0 + dy[n1] + dy[n2] + ... over the tokens with id v, n
+// ascending: vocabulary rows on threads, each thread scanning all tokens for
+// its rows (every row's chain in token order).
+void OpKernels::embedding_bwd(const ops::Embedding::Config& c, const Index* ids, const float* dy, float* dwte) {
+  for (std::size_t n = 0; n < c.tokens; ++n) ops::Embedding::row_of(c, ids[n]);
+  util::parallel_for(c.vocab, threads, grain_for(c.tokens), [&](std::size_t lo, std::size_t hi) {
+    std::fill(dwte + lo * c.dim, dwte + hi * c.dim, 0.0f);
+    for (std::size_t n = 0; n < c.tokens; ++n) {
+      const auto v = static_cast<std::size_t>(ids[n]);
+      if (v < lo || v >= hi) continue;
+      float* row = dwte + v * c.dim;
+      const float* g = dy + n * c.dim;
+      for (std::size_t d = 0; d < c.dim; ++d) row[d] = row[d] + g[d];
+    }
+  });
+}
+
+void OpKernels::positions_fwd(const ops::LearnedPositions::Config& c, const float* x, const float* wpe, float* y) {
+  ops::LearnedPositions::validate(c);
+  util::parallel_for(c.batch * c.seq, threads, grain_for(c.dim), [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t r = lo; r < hi; ++r) {
+      const float* p = wpe + (c.offset + r % c.seq) * c.dim;
+      for (std::size_t d = 0; d < c.dim; ++d) y[r * c.dim + d] = x[r * c.dim + d] + p[d];
+    }
+  });
+}
+
+// dx = dy; dwpe[offset + t] = +0 + dy[0, t] + dy[1, t] + ... (b ascending).
+void OpKernels::positions_bwd(const ops::LearnedPositions::Config& c, const float* dy, float* dx, float* dwpe) {
+  ops::LearnedPositions::validate(c);
+  if (dx != dy) std::memcpy(dx, dy, c.batch * c.seq * c.dim * sizeof(float));
+  std::fill(dwpe, dwpe + c.max_seq * c.dim, 0.0f);
+  util::parallel_for(c.seq, threads, grain_for(c.batch * c.dim), [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t t = lo; t < hi; ++t) {
+      float* acc = dwpe + (c.offset + t) * c.dim;
+      for (std::size_t b = 0; b < c.batch; ++b) {
+        const float* g = dy + (b * c.seq + t) * c.dim;
+        for (std::size_t d = 0; d < c.dim; ++d) acc[d] = acc[d] + g[d];
+      }
+    }
+  });
+}
+
+// --- linear layers --------------------------------------------------------------
+
+void OpKernels::linear_fwd(const ops::Linear::Config& c, const float* x, const float* w, const float* b, float* y) {
+  gemm_xwt(c.rows, c.out, c.in, x, w, y, threads);
+  if (!c.bias) return;
+  util::parallel_for(c.rows, threads, grain_for(c.out), [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t n = lo; n < hi; ++n)
+      for (std::size_t m = 0; m < c.out; ++m) y[n * c.out + m] = y[n * c.out + m] + b[m];
+  });
+}
+
+void OpKernels::linear_bwd(const ops::Linear::Config& c, const float* x, const float* w, const float* dy, float* dx,
+                           float* dw, float* db) {
+  gemm_dyw(c.rows, c.out, c.in, dy, w, dx, threads);
+  gemm_dytx(c.rows, c.out, c.in, dy, x, dw, threads);
+  if (c.bias) column_sums(dy, c.rows, c.out, db, threads);
+}
+
+// BitLinear (ops/quant.hpp). The codes are small integers, so the int32
+// accumulation Σ_k qx·qw is computed by the float GEMM on the codes: every
+// partial sum is an integer of magnitude <= 127·K < 2^24 (K <= 131071), hence
+// exact in float, and a zero sum is +0 as the int32 -> float conversion gives
+// (the chain starts at +0 and an exact cancellation rounds to +0). The
+// dequantized operands x̂ = q·step and Ŵ = q·scale are kept in aux for the
+// backward (the spec recomputes them: same bits).
+void OpKernels::bitlinear_fwd(const ops::QuantLinearConfig& c, const float* x, const float* w, float* y, Aux& aux) {
+  ops::BitLinear::validate(c);
+  const std::size_t N = c.rows, K = c.in, M = c.out;
+  // Weights: per-tensor absmean ternary (ops::quantize_ternary).
+  const std::size_t nw = M * K;
+  absw_.resize(nw);
+  codes_w_.resize(nw);
+  elementwise(nw, threads, [&](std::size_t i) { absw_[i] = std::fabs(w[i]); });
+  const float mw = ops::max2(red::sum_parallel(absw_.data(), nw, threads) / static_cast<float>(nw),
+                             static_cast<float>(1e-5));
+  const float invw = 1.0f / mw;
+  aux.b.resize(nw);
+  elementwise(nw, threads, [&](std::size_t i) {
+    const float q = ops::min2(ops::max2(std::floor(w[i] * invw + 0.5f), -1.0f), 1.0f);
+    codes_w_[i] = q;
+    aux.b[i] = q * mw;  // Ŵ
+  });
+  aux.s = mw;
+  // Activations: per-row absmax int8 (ops::quantize_rows), rows on threads.
+  codes_x_.resize(N * K);
+  aux.a.resize(N * K);
+  step_.resize(N);
+  float* step = step_.data();
+  const auto floor_x = static_cast<float>(ops::BitLinear::kActFloor);
+  util::parallel_for(N, threads, grain_for(4 * K), [&](std::size_t lo, std::size_t hi) {
+    float* a = scratch(K);
+    for (std::size_t n = lo; n < hi; ++n) {
+      const float* xr = x + n * K;
+      for (std::size_t k = 0; k < K; ++k) a[k] = std::fabs(xr[k]);
+      const float m = ops::max2(red::max(a, K), floor_x);
+      const float inv = 127.0f / m;
+      const float st = m / 127.0f;
+      for (std::size_t k = 0; k < K; ++k) {
+        const float q = ops::min2(ops::max2(std::floor(xr[k] * inv + 0.5f), -127.0f), 127.0f);
+        codes_x_[n * K + k] = q;
+        aux.a[n * K + k] = q * st;  // x̂
+      }
+      step[n] = st;
+    }
+  });
+  gemm_xwt(N, M, K, codes_x_.data(), codes_w_.data(), y, threads);  // = f32(int32 acc), exactly
+  util::parallel_for(N, threads, grain_for(M), [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t n = lo; n < hi; ++n)
+      for (std::size_t m = 0; m < M; ++m) y[n * M + m] = (y[n * M + m] * step[n]) * mw;
+  });
+}
+
+// STE backward: dx = dy·Ŵ, dW = dyᵀ·x̂ (canonical GEMM chains).
+void OpKernels::bitlinear_bwd(const ops::QuantLinearConfig& c, const float* x, const float* w, const float* dy,
+                              float* dx, float* dw, Aux& aux) {
+  if (aux.a.size() != c.rows * c.in || aux.b.size() != c.out * c.in) {
+    Aux fresh;  // no forward kept (never the case inside the model): recompute
+    std::vector<float> y(c.rows * c.out);
+    bitlinear_fwd(c, x, w, y.data(), fresh);
+    aux = std::move(fresh);
+  }
+  gemm_dyw(c.rows, c.out, c.in, dy, aux.b.data(), dx, threads);
+  gemm_dytx(c.rows, c.out, c.in, dy, aux.a.data(), dw, threads);
+}
+
+// --- norms ----------------------------------------------------------------------
+
+void OpKernels::layernorm_fwd(const ops::NormConfig& c, const float* x, const float* g, const float* b, float* y,
+                              float* mean, float* rstd) {
+  const std::size_t D = c.dim;
+  const auto eps = static_cast<float>(c.eps);
+  util::parallel_for(c.rows, threads, grain_for(4 * D), [&](std::size_t lo, std::size_t hi) {
+    float* xc = scratch(D);
+    for (std::size_t n = lo; n < hi; ++n) {
+      const float* xr = x + n * D;
+      const float mu = red::sum(xr, D) / static_cast<float>(D);
+      for (std::size_t j = 0; j < D; ++j) xc[j] = xr[j] - mu;
+      const float var = red::sumsq(xc, D) / static_cast<float>(D);
+      const float rs = num::rsqrt(var + eps);
+      float* yr = y + n * D;
+      for (std::size_t j = 0; j < D; ++j) yr[j] = fma_rn(xc[j] * rs, g[j], b[j]);
+      mean[n] = mu;
+      rstd[n] = rs;
+    }
+  });
+}
+
+void OpKernels::layernorm_bwd(const ops::NormConfig& c, const float* x, const float* g, const float* mean,
+                              const float* rstd, const float* dy, float* dx, float* dg, float* db) {
+  const std::size_t D = c.dim, N = c.rows;
+  xhat_.resize(N * D);
+  util::parallel_for(N, threads, grain_for(4 * D), [&](std::size_t lo, std::size_t hi) {
+    float* gr = scratch(D);
+    for (std::size_t n = lo; n < hi; ++n) {
+      const float mu = mean[n], rs = rstd[n];
+      float* xh = xhat_.data() + n * D;
+      const float* xr = x + n * D;
+      const float* dyr = dy + n * D;
+      for (std::size_t j = 0; j < D; ++j) {
+        xh[j] = (xr[j] - mu) * rs;
+        gr[j] = dyr[j] * g[j];
+      }
+      const float a = red::sum(gr, D) / static_cast<float>(D);
+      const float bb = red::dot(gr, xh, D) / static_cast<float>(D);
+      float* dxr = dx + n * D;
+      for (std::size_t j = 0; j < D; ++j) dxr[j] = (gr[j] - fma_rn(xh[j], bb, a)) * rs;
+    }
+  });
+  column_dots(dy, xhat_.data(), N, D, dg, threads);
+  column_sums(dy, N, D, db, threads);
+}
+
+void OpKernels::rmsnorm_fwd(const ops::NormConfig& c, const float* x, const float* w, float* y, float* rstd) {
+  const std::size_t D = c.dim;
+  const auto eps = static_cast<float>(c.eps);
+  util::parallel_for(c.rows, threads, grain_for(4 * D), [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t n = lo; n < hi; ++n) {
+      const float* xr = x + n * D;
+      const float ms = red::sumsq(xr, D) / static_cast<float>(D);
+      const float rs = num::rsqrt(ms + eps);
+      float* yr = y + n * D;
+      for (std::size_t j = 0; j < D; ++j) yr[j] = (xr[j] * rs) * w[j];
+      rstd[n] = rs;
+    }
+  });
+}
+
+void OpKernels::rmsnorm_bwd(const ops::NormConfig& c, const float* x, const float* w, const float* rstd,
+                            const float* dy, float* dx, float* dw) {
+  const std::size_t D = c.dim, N = c.rows;
+  xhat_.resize(N * D);
+  util::parallel_for(N, threads, grain_for(4 * D), [&](std::size_t lo, std::size_t hi) {
+    float* gr = scratch(D);
+    for (std::size_t n = lo; n < hi; ++n) {
+      const float rs = rstd[n];
+      float* xh = xhat_.data() + n * D;
+      const float* xr = x + n * D;
+      const float* dyr = dy + n * D;
+      for (std::size_t j = 0; j < D; ++j) {
+        xh[j] = xr[j] * rs;
+        gr[j] = dyr[j] * w[j];
+      }
+      const float bb = red::dot(gr, xh, D) / static_cast<float>(D);
+      float* dxr = dx + n * D;
+      for (std::size_t j = 0; j < D; ++j) dxr[j] = (gr[j] - xh[j] * bb) * rs;
+    }
+  });
+  column_dots(dy, xhat_.data(), N, D, dw, threads);
+}
+
+// --- activations ------------------------------------------------------------------
+
+// GELU: t = tanh(u(x)) is kept for the backward. Per piece: u, then the
+// tanh of the whole run (tanh_n: num::tanh bit for bit), then y.
+void OpKernels::gelu_fwd(const ops::ElementwiseConfig& c, const float* x, float* y, Aux& aux) {
+  aux.a.resize(c.n);
+  float* ts = aux.a.data();
+  util::parallel_for(c.n, threads, grain_for(16), [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t i = lo; i < hi; ++i) {
+      float x2;
+      ts[i] = ops::Gelu::inner(x[i], x2);
+    }
+    tanh_n(ts + lo, ts + lo, hi - lo);
+    for (std::size_t i = lo; i < hi; ++i) y[i] = (0.5f * x[i]) * (1.0f + ts[i]);
+  });
+}
+
+void OpKernels::gelu_bwd(const ops::ElementwiseConfig& c, const float* x, const float* dy, float* dx, Aux& aux) {
+  const bool kept = aux.a.size() == c.n;
+  const float* ts = aux.a.data();
+  const auto k0 = static_cast<float>(ops::Gelu::kSqrt2OverPi);
+  const auto k3 = static_cast<float>(ops::Gelu::kCubic3);
+  elementwise(c.n, threads, [&](std::size_t i) {
+    const float xi = x[i];
+    float x2;
+    const float u = ops::Gelu::inner(xi, x2);
+    const float t = kept ? ts[i] : num::tanh(u);
+    const float sech2 = fma_rn(-t, t, 1.0f);
+    const float du = k0 * fma_rn(k3, x2, 1.0f);
+    const float dydx = fma_rn((0.5f * xi) * sech2, du, 0.5f * (1.0f + t));
+    dx[i] = dy[i] * dydx;
+  });
+}
+
+// SwiGLU: σ(gate) is kept for the backward.
+void OpKernels::swiglu_fwd(const ops::ElementwiseConfig& c, const float* gate, const float* up, float* y, Aux& aux) {
+  aux.a.resize(c.n);
+  float* sg = aux.a.data();
+  util::parallel_for(c.n, threads, grain_for(16), [&](std::size_t lo, std::size_t hi) {
+    sigmoid_n(gate + lo, sg + lo, hi - lo);
+    for (std::size_t i = lo; i < hi; ++i) y[i] = (gate[i] * sg[i]) * up[i];
+  });
+}
+
+void OpKernels::swiglu_bwd(const ops::ElementwiseConfig& c, const float* gate, const float* up, const float* dy,
+                           float* dgate, float* dup, Aux& aux) {
+  const bool kept = aux.a.size() == c.n;
+  const float* sg = aux.a.data();
+  elementwise(c.n, threads, [&](std::size_t i) {
+    const float xg = gate[i];
+    const float s = kept ? sg[i] : num::sigmoid(xg);
+    const float dsilu = s * fma_rn(xg, 1.0f - s, 1.0f);
+    const float d = dy[i];
+    dgate[i] = (d * up[i]) * dsilu;
+    dup[i] = d * (xg * s);
+  });
+}
+
+void OpKernels::relu2mul_fwd(const ops::ElementwiseConfig& c, const float* gate, const float* up, float* y, Aux&) {
+  elementwise(c.n, threads, [&](std::size_t i) {
+    const float r = ops::max2(gate[i], 0.0f);
+    y[i] = (r * r) * up[i];
+  });
+}
+
+void OpKernels::relu2mul_bwd(const ops::ElementwiseConfig& c, const float* gate, const float* up, const float* dy,
+                             float* dgate, float* dup, Aux&) {
+  elementwise(c.n, threads, [&](std::size_t i) {
+    const float r = ops::max2(gate[i], 0.0f);
+    const float d = dy[i];
+    dgate[i] = (d * up[i]) * (2.0f * r);
+    dup[i] = d * (r * r);
+  });
+}
+
+void OpKernels::residual_fwd(const ops::ElementwiseConfig& c, const float* a, const float* b, float* y) {
+  elementwise(c.n, threads, [&](std::size_t i) { y[i] = a[i] + b[i]; });
+}
+
+// da = dy, db = dy: copies unless the caller routes them in place.
+void OpKernels::residual_bwd(const ops::ElementwiseConfig& c, const float* dy, float* da, float* db) {
+  if (da != dy) std::memcpy(da, dy, c.n * sizeof(float));
+  if (db != dy) std::memcpy(db, dy, c.n * sizeof(float));
+}
+
+// --- RoPE -----------------------------------------------------------------------
+
+const ops::Rope::Table<float>& OpKernels::rope_table(const ops::Rope::Config& c) {
+  const ops::Rope::Config& k = rope_key_;
+  const bool same = rope_valid_ && k.seq == c.seq && k.head_dim == c.head_dim && k.base == c.base &&
+                    k.offset == c.offset;
+  if (!same) {
+    rope_tab_ = ops::Rope::table<float>(c);  // the spec's own table: the same bits
+    rope_key_ = c;
+    rope_valid_ = true;
+  }
+  return rope_tab_;
+}
+
+// y = R(±θ) x per head vector (ops::Rope::rotate), tokens on threads.
+void OpKernels::rope_apply(const ops::Rope::Config& c, const float* x, float* y, bool inverse) {
+  ops::Rope::validate(c);
+  const auto& tab = rope_table(c);
+  const std::size_t half = c.head_dim / 2;
+  util::parallel_for(c.batch * c.seq, threads, grain_for(2 * c.heads * c.head_dim), [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t r = lo; r < hi; ++r) {
+      const std::size_t t = r % c.seq;
+      const float* cs = tab.cos.data() + t * half;
+      const float* sn = tab.sin.data() + t * half;
+      for (std::size_t h = 0; h < c.heads; ++h) {
+        const std::size_t base = (r * c.heads + h) * c.head_dim;
+        for (std::size_t j = 0; j < half; ++j) {
+          const std::size_t ia = base + ops::Rope::first(c, j), ib = base + ops::Rope::second(c, j);
+          const float s = inverse ? -sn[j] : sn[j];
+          const float a = x[ia], b = x[ib];
+          y[ia] = a * cs[j] - b * s;
+          y[ib] = b * cs[j] + a * s;
+        }
+      }
+    }
+  });
+}
+
+void OpKernels::rope_fwd(const ops::Rope::Config& c, const float* x, float* y) { rope_apply(c, x, y, false); }
+void OpKernels::rope_bwd(const ops::Rope::Config& c, const float* dy, float* dx) { rope_apply(c, dy, dx, true); }
+
+// --- cross-entropy ------------------------------------------------------------------
+
+void OpKernels::ce_fwd(const ops::CrossEntropy::Config& c, const float* logits, const Index* targets, float* loss,
+                       float* lse) {
+  const std::size_t V = c.vocab;
+  for (std::size_t n = 0; n < c.rows; ++n)
+    if (targets[n] >= 0) ops::CrossEntropy::target(c, targets[n]);  // throws like the spec
+  util::parallel_for(c.rows, threads, grain_for(8 * V), [&](std::size_t lo, std::size_t hi) {
+    float* e = scratch(V);
+    for (std::size_t n = lo; n < hi; ++n) {
+      const float* z = logits + n * V;
+      const float m = red::max(z, V);
+      for (std::size_t j = 0; j < V; ++j) e[j] = z[j] - m;
+      exp_n(e, e, V);  // e_j = exp(z_j - m)
+      const float l = m + num::log(red::sum(e, V));
+      lse[n] = l;
+      const Index t = targets[n];
+      loss[n] = t < 0 ? 0.0f : l - z[static_cast<std::size_t>(t)];
+    }
+  });
+}
+
+void OpKernels::ce_bwd(const ops::CrossEntropy::Config& c, const float* logits, const Index* targets,
+                       const float* lse, const float* dloss, float* dlogits) {
+  const std::size_t V = c.vocab;
+  util::parallel_for(c.rows, threads, grain_for(8 * V), [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t n = lo; n < hi; ++n) {
+      const Index t = targets[n];
+      float* dz = dlogits + n * V;
+      if (t < 0) {
+        std::fill(dz, dz + V, 0.0f);
+        continue;
+      }
+      const auto tt = static_cast<std::size_t>(t);
+      const float* z = logits + n * V;
+      const float l = lse[n], dl = dloss[n];
+      // p_j = exp(z_j - lse) (dz may alias z: each j reads z_j before writing dz_j).
+      for (std::size_t j = 0; j < V; ++j) dz[j] = z[j] - l;
+      exp_n(dz, dz, V);
+      for (std::size_t j = 0; j < V; ++j) dz[j] = (j == tt ? dz[j] - 1.0f : dz[j]) * dl;
+    }
+  });
+}
+
+void OpKernels::add_into(std::size_t n, float* acc, const float* x) {
+  elementwise(n, threads, [&](std::size_t i) { acc[i] = acc[i] + x[i]; });
+}
+
+}  // namespace lockstep::cpu

@@ -1,0 +1,95 @@
+#include "lockstep/infer/sample.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "lockstep/num/rng.hpp"
+#include "lockstep/ops/softmax.hpp"
+
+namespace lockstep::infer {
+
+void SamplingOptions::validate() const {
+  if (!(std::isfinite(temperature) && temperature >= 0.0f))
+    throw std::invalid_argument(fmt::format("--temperature must be >= 0 (0: greedy), got {}", temperature));
+  if (top_k < 0) throw std::invalid_argument(fmt::format("--top-k must be >= 0 (0: no limit), got {}", top_k));
+  if (!(top_p > 0.0f && top_p <= 1.0f))
+    throw std::invalid_argument(fmt::format("--top-p must be in (0, 1], got {}", top_p));
+}
+
+namespace {
+void check_logits(std::span<const float> logits) {
+  if (logits.empty()) throw std::runtime_error("sampling: no logits");
+  for (std::size_t i = 0; i < logits.size(); ++i)
+    if (std::isnan(logits[i]) || logits[i] == INFINITY)
+      throw std::runtime_error(fmt::format("sampling: logit {} is {}", i, logits[i]));
+}
+}  // namespace
+
+std::int32_t argmax(std::span<const float> logits) {
+  check_logits(logits);
+  std::size_t best = 0;
+  for (std::size_t i = 1; i < logits.size(); ++i)
+    if (logits[i] > logits[best]) best = i;  // strict: the lowest id wins ties
+  return static_cast<std::int32_t>(best);
+}
+
+std::vector<Candidate> candidates(std::span<const float> logits, const SamplingOptions& opt) {
+  opt.validate();
+  check_logits(logits);
+  const std::size_t n = logits.size();
+  std::vector<float> z(n);
+  const float t = opt.temperature > 0.0f ? opt.temperature : 1.0f;
+  for (std::size_t i = 0; i < n; ++i) z[i] = logits[i] / t;
+
+  std::vector<std::int32_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  const auto before = [&](std::int32_t a, std::int32_t b) {
+    const float za = z[static_cast<std::size_t>(a)], zb = z[static_cast<std::size_t>(b)];
+    return za > zb || (za == zb && a < b);
+  };
+  const std::size_t k = opt.top_k > 0 ? std::min<std::size_t>(static_cast<std::size_t>(opt.top_k), n) : n;
+  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), order.end(), before);
+  order.resize(k);
+
+  std::vector<float> kept(k), p(k);
+  for (std::size_t i = 0; i < k; ++i) kept[i] = z[static_cast<std::size_t>(order[i])];
+  ops::Softmax::row<float>(kept.data(), p.data(), k);
+
+  std::size_t keep = k;
+  if (opt.top_p < 1.0f) {
+    float cum = 0.0f;
+    for (std::size_t i = 0; i < k; ++i) {
+      cum += p[i];
+      if (cum >= opt.top_p) {
+        keep = i + 1;
+        break;
+      }
+    }
+  }
+  std::vector<Candidate> out(keep);
+  for (std::size_t i = 0; i < keep; ++i) out[i] = {order[i], p[i]};
+  return out;
+}
+
+std::int32_t sample(std::span<const float> logits, const SamplingOptions& opt, std::uint64_t index) {
+  if (opt.temperature == 0.0f) {
+    opt.validate();
+    return argmax(logits);
+  }
+  const std::vector<Candidate> c = candidates(logits, opt);
+  float total = 0.0f;
+  for (const Candidate& x : c) total += x.p;
+  const float target = num::rng::uniform(opt.seed, kSampleStream, index) * total;
+  float acc = 0.0f;
+  for (const Candidate& x : c) {
+    acc += x.p;
+    if (target < acc) return x.id;
+  }
+  return c.back().id;
+}
+
+}  // namespace lockstep::infer

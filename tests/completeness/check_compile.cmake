@@ -1,0 +1,28 @@
+# Compiles one case of completeness_cases.cpp (syntax only) and checks the
+# outcome: EXPECT=pass needs a clean compile; EXPECT=fail needs a failed
+# compile whose diagnostic matches PATTERN (a regular expression).
+#   cmake -DCXX=... -DSRC=... -DCASE=n -DINCLUDES="a|b" -DEXPECT=fail -DPATTERN=... -P check_compile.cmake
+string(REPLACE "|" ";" incs "${INCLUDES}")
+set(args -std=c++20 -fsyntax-only -DCASE=${CASE})
+foreach(i IN LISTS incs)
+  if(i)
+    list(APPEND args "-I${i}")
+  endif()
+endforeach()
+execute_process(COMMAND ${CXX} ${args} ${SRC} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+set(text "${out}${err}")
+if(EXPECT STREQUAL "pass")
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "case ${CASE} should compile but failed:\n${text}")
+  endif()
+  message(STATUS "case ${CASE}: compiles, as it must")
+else()
+  if(rc EQUAL 0)
+    message(FATAL_ERROR "case ${CASE} should NOT compile, but it did")
+  endif()
+  if(NOT text MATCHES "${PATTERN}")
+    message(FATAL_ERROR "case ${CASE} failed to compile, but without '${PATTERN}' in the diagnostic:\n${text}")
+  endif()
+  string(REGEX MATCH "[^\n]*${PATTERN}[^\n]*" line "${text}")
+  message(STATUS "case ${CASE}: refused by the compiler, as it must: ${line}")
+endif()

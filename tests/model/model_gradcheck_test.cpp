@@ -1,0 +1,290 @@
+// Whole-model verification, for tiny GPT-2, LLaMA and BitNet configurations:
+//
+// 1. Every parameter tensor's gradient, from the model's backward (the op
+//    specs' backwards composed in the order of the backward lists), against
+//    central finite differences of the model's loss in double precision at
+//    sampled coordinates. BitNet's quantized projections are differentiated
+//    through their straight-through surrogate (ops/quant.hpp): the corrections
+//    x̂ - x and Ŵ - W are detached at the point, as BitNet's reference does,
+//    so the function finite differences see is the one the STE backward is
+//    the exact derivative of.
+// 2. The loss the model computes IS the composition of the op specs: the
+//    test composes the ops by hand (ops::X::forward, no model code) and
+//    compares — bit for bit in float (against both the spec model and the
+//    fast CPU model), and in double.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "lockstep/model/model.hpp"
+#include "lockstep/model/transformer.hpp"
+#include "lockstep/ops/all.hpp"
+#include "model_test_util.hpp"
+
+namespace m = lockstep::model;
+namespace mt = lockstep::model::testing;
+namespace ops = lockstep::ops;
+using lockstep::Tensor;
+using lockstep::num::bits_of;
+
+namespace {
+
+std::uint64_t test_seed() {
+  static const std::uint64_t s = [] {
+    const std::uint64_t v = lockstep::ad::seed_from_env();
+    std::printf("seed %llu (LOCKSTEP_SEED=%llu reproduces)\n", static_cast<unsigned long long>(v),
+                static_cast<unsigned long long>(v));
+    return v;
+  }();
+  return s;
+}
+
+// ---------------------------------------------------------------------------
+// The loss composed by hand from the op specifications (no model code).
+// ---------------------------------------------------------------------------
+template <class T>
+class Hand {
+ public:
+  Hand(const m::ModelConfig& c, const std::vector<m::ParamT<T>>& ps) : c_(c) {
+    for (const auto& p : ps) {
+      lockstep::Shape s;
+      for (auto d : p.shape) s.push_back(static_cast<std::size_t>(d));
+      w_[p.name] = Tensor<T>(s, p.value);
+    }
+  }
+
+  T loss(const std::vector<ops::Index>& ids, const std::vector<ops::Index>& targets, std::size_t B, std::size_t S) {
+    const std::size_t N = B * S, V = sz(c_.vocab_size), D = sz(c_.d_model);
+    const bool gpt = c_.family == m::Family::Gpt2;
+    Tensor<ops::Index> tid({N}, ids), ttg({N}, targets);
+    const std::string wte_name = gpt ? "transformer.wte.weight" : "model.embed_tokens.weight";
+    Tensor<T> x = ops::Embedding::forward<T>({N, V, D}, {tid, w(wte_name)}).y;
+    if (gpt) x = ops::LearnedPositions::forward<T>({B, S, D, sz(c_.max_seq), 0}, {x, w("transformer.wpe.weight")}).y;
+    for (std::int64_t l = 0; l < c_.n_layer; ++l) x = gpt ? gpt_block(x, l, B, S) : rope_block(x, l, B, S);
+    Tensor<T> h = gpt ? ops::LayerNorm::forward<T>({N, D, c_.norm_eps}, {x, w("transformer.ln_f.weight"),
+                                                                         w("transformer.ln_f.bias")})
+                            .y
+                      : ops::RmsNorm::forward<T>({N, D, c_.norm_eps}, {x, w("model.norm.weight")}).y;
+    const Tensor<T>& head = c_.tie_embeddings ? w(wte_name) : w("lm_head.weight");
+    const Tensor<T> logits = ops::Linear::forward<T>({N, D, V, false}, {h, head, {}}).y;
+    const auto ce = ops::CrossEntropy::forward<T>({N, V}, {logits, ttg});
+    std::size_t valid = 0;
+    for (auto t : targets) valid += t >= 0;
+    return ops::Math<T>::sum(ce.loss.ptr(), N) / static_cast<T>(valid);
+  }
+
+ private:
+  static std::size_t sz(std::int64_t v) { return static_cast<std::size_t>(v); }
+  const Tensor<T>& w(const std::string& name) const { return w_.at(name); }
+
+  Tensor<T> gpt_block(const Tensor<T>& x, std::int64_t l, std::size_t B, std::size_t S) {
+    const std::size_t N = B * S, D = sz(c_.d_model), F = sz(c_.d_ff), H = sz(c_.n_head), Dh = sz(c_.head_dim);
+    const std::string p = "transformer.h." + std::to_string(l) + ".";
+    const ops::NormConfig nc{N, D, c_.norm_eps};
+    const Tensor<T> n1 = ops::LayerNorm::forward<T>(nc, {x, w(p + "ln_1.weight"), w(p + "ln_1.bias")}).y;
+    const Tensor<T> qkv =
+        ops::Linear::forward<T>({N, D, 3 * D, true}, {n1, w(p + "attn.c_attn.weight"), w(p + "attn.c_attn.bias")}).y;
+    // HF GPT-2: query, key, value = c_attn(x).split(n_embd, dim=2).
+    Tensor<T> q({B, S, H, Dh}), k({B, S, H, Dh}), v({B, S, H, Dh});
+    for (std::size_t n = 0; n < N; ++n)
+      for (std::size_t e = 0; e < D; ++e) {
+        q[n * D + e] = qkv[n * 3 * D + e];
+        k[n * D + e] = qkv[n * 3 * D + D + e];
+        v[n * D + e] = qkv[n * 3 * D + 2 * D + e];
+      }
+    const Tensor<T> o = ops::Attention::forward<T>({B, S, H, H, Dh, 0.0, 64}, {q, k, v}).o;
+    const Tensor<T> a =
+        ops::Linear::forward<T>({N, D, D, true}, {o, w(p + "attn.c_proj.weight"), w(p + "attn.c_proj.bias")}).y;
+    const Tensor<T> x1 = ops::ResidualAdd::forward<T>({N * D}, {x, a}).y;
+    const Tensor<T> n2 = ops::LayerNorm::forward<T>(nc, {x1, w(p + "ln_2.weight"), w(p + "ln_2.bias")}).y;
+    const Tensor<T> fc =
+        ops::Linear::forward<T>({N, D, F, true}, {n2, w(p + "mlp.c_fc.weight"), w(p + "mlp.c_fc.bias")}).y;
+    const Tensor<T> g = ops::Gelu::forward<T>({N * F}, {fc}).y;
+    const Tensor<T> mo =
+        ops::Linear::forward<T>({N, F, D, true}, {g, w(p + "mlp.c_proj.weight"), w(p + "mlp.c_proj.bias")}).y;
+    return ops::ResidualAdd::forward<T>({N * D}, {x1, mo}).y;
+  }
+
+  Tensor<T> proj(const Tensor<T>& x, const std::string& name, std::size_t N, std::size_t in, std::size_t out) {
+    if (c_.family == m::Family::Bitnet) return ops::BitLinear::forward<T>({N, in, out}, {x, w(name)}).y;
+    return ops::Linear::forward<T>({N, in, out, false}, {x, w(name), {}}).y;
+  }
+
+  Tensor<T> rope_block(const Tensor<T>& x, std::int64_t l, std::size_t B, std::size_t S) {
+    const bool bit = c_.family == m::Family::Bitnet;
+    const std::size_t N = B * S, D = sz(c_.d_model), F = sz(c_.d_ff), Hq = sz(c_.n_head), Hkv = sz(c_.n_kv_head),
+                      Dh = sz(c_.head_dim);
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    const Tensor<T> n1 = ops::RmsNorm::forward<T>({N, D, c_.norm_eps}, {x, w(p + "input_layernorm.weight")}).y;
+    Tensor<T> q = proj(n1, p + "self_attn.q_proj.weight", N, D, Hq * Dh);
+    Tensor<T> k = proj(n1, p + "self_attn.k_proj.weight", N, D, Hkv * Dh);
+    Tensor<T> v = proj(n1, p + "self_attn.v_proj.weight", N, D, Hkv * Dh);
+    const auto layout =
+        c_.rope_layout == m::RopeLayout::RotateHalf ? ops::RopeLayout::rotate_half : ops::RopeLayout::interleaved;
+    q = ops::Rope::forward<T>({B, S, Hq, Dh, c_.rope_theta, layout, 0}, {q}).y;
+    k = ops::Rope::forward<T>({B, S, Hkv, Dh, c_.rope_theta, layout, 0}, {k}).y;
+    Tensor<T> o = ops::Attention::forward<T>({B, S, Hq, Hkv, Dh, 0.0, 64}, {q, k, v}).o;
+    if (bit)
+      o = ops::RmsNorm::forward<T>({N, Hq * Dh, c_.norm_eps}, {o, w(p + "self_attn.attn_sub_norm.weight")}).y;
+    const Tensor<T> a = proj(o, p + "self_attn.o_proj.weight", N, Hq * Dh, D);
+    const Tensor<T> x1 = ops::ResidualAdd::forward<T>({N * D}, {x, a}).y;
+    const Tensor<T> n2 = ops::RmsNorm::forward<T>({N, D, c_.norm_eps}, {x1, w(p + "post_attention_layernorm.weight")}).y;
+    const Tensor<T> gate = proj(n2, p + "mlp.gate_proj.weight", N, D, F);
+    const Tensor<T> up = proj(n2, p + "mlp.up_proj.weight", N, D, F);
+    Tensor<T> act = bit ? ops::ReluSqMul::forward<T>({N * F}, {gate, up}).y : ops::SwiGlu::forward<T>({N * F}, {gate, up}).y;
+    if (bit) act = ops::RmsNorm::forward<T>({N, F, c_.norm_eps}, {act, w(p + "mlp.ffn_sub_norm.weight")}).y;
+    const Tensor<T> down = proj(act, p + "mlp.down_proj.weight", N, F, D);
+    return ops::ResidualAdd::forward<T>({N * D}, {x1, down}).y;
+  }
+
+  m::ModelConfig c_;
+  std::map<std::string, Tensor<T>> w_;
+};
+
+struct Case {
+  std::string name;
+  m::ModelConfig cfg;
+  std::size_t batch, seq;
+};
+
+std::vector<Case> cases() {
+  auto v = mt::micro_configs(true);
+  std::vector<Case> out;
+  for (auto& nc : v) {
+    const bool long_seq = nc.cfg.max_seq > 64;
+    out.push_back({nc.name, nc.cfg, long_seq ? std::size_t{1} : std::size_t{2}, long_seq ? std::size_t{67} : std::size_t{7}});
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(ModelSpec, TheLossIsTheCompositionOfTheOpSpecs) {
+  const std::uint64_t seed = test_seed();
+  for (const Case& k : cases()) {
+    const auto b = mt::random_batch(k.batch, k.seq, k.cfg.vocab_size, seed ^ 0x11, true);
+    // double
+    m::SpecModel<double> md(k.cfg);
+    mt::randomize(md.params(), seed ^ 0x12, 0.2);
+    const double ld = md.run(b.ids, b.targets, k.batch, k.seq, false);
+    const double hd = Hand<double>(k.cfg, md.params()).loss(b.ids, b.targets, k.batch, k.seq);
+    // float: the spec model, the fast model and the hand composition
+    m::SpecModel<float> mf(k.cfg);
+    mt::copy_values(md.params(), mf.params());
+    const float lf = mf.run(b.ids, b.targets, k.batch, k.seq, false);
+    const float hf = Hand<float>(k.cfg, mf.params()).loss(b.ids, b.targets, k.batch, k.seq);
+    auto fast = m::make_cpu_model(k.cfg);
+    mt::copy_values(md.params(), fast->params());
+    const float ff = fast->loss(b.ids, b.targets, static_cast<std::int64_t>(k.batch),
+                                static_cast<std::int64_t>(k.seq), 2);
+    std::printf("%-40s B=%zu T=%-2zu float: hand %.9g, spec model %.9g, cpu model %.9g (%s); double: hand %.17g, "
+                "model %.17g (|diff| %.2g)\n",
+                k.name.c_str(), k.batch, k.seq, static_cast<double>(hf), static_cast<double>(lf),
+                static_cast<double>(ff),
+                bits_of(hf) == bits_of(lf) && bits_of(hf) == bits_of(ff) ? "bit-equal" : "DIFFERENT", hd, ld,
+                std::fabs(hd - ld));
+    EXPECT_EQ(bits_of(hf), bits_of(lf)) << k.name;
+    EXPECT_EQ(bits_of(hf), bits_of(ff)) << k.name;
+    EXPECT_NEAR(hd, ld, 1e-14 * std::fabs(hd)) << k.name;
+    // The float loss is the double one to float accuracy (a sanity bound on
+    // the canonical arithmetic: ~1e-6 relative after a few hundred roundings).
+    EXPECT_NEAR(static_cast<double>(hf), hd, 1e-4 * std::fabs(hd)) << k.name;
+  }
+}
+
+TEST(ModelSpec, EveryParameterGradientMatchesFiniteDifferencesInDouble) {
+  const std::uint64_t seed = test_seed();
+  // Step and tolerance. fd = (L(x + h) - L(x - h)) / (x⁺ - x⁻), h = 1e-6·max(1, |x|).
+  // Its error has three parts:
+  //  * truncation, h²·|third derivative|/6: ~1e-12 here;
+  //  * ReLU² (BitNet's gate) is only C¹: when a gate crosses 0 inside the
+  //    step the error is up to a²h/2 (a: the gate's sensitivity to x) — linear
+  //    in h, the reason for the small step (at 1e-5 it reached 5e-7 of the
+  //    scale in a sweep of seeds; at 1e-6 it stays near 5e-8);
+  //  * round-off: the loss (~5-9) evaluated twice in double, ~64·2^-53·|L|
+  //    apart at most, divided by the step: the absolute floor `noise`
+  //    (the op checker's noise term, docs/VERIFIED_AD.md).
+  // A tensor passes when max|fd - g| <= max(rtol·scale, noise), scale = the
+  // largest |g| of the tensor. Measured errors are ~1e-9 absolute; a wrong
+  // gradient term moves them to the scale of the gradient (>= 1e-3).
+  constexpr double kStep = 1e-6;
+  constexpr double kRtol = 1e-6;
+  constexpr std::size_t kCoords = 4;
+  std::size_t total_checked = 0, total_failed = 0;
+  double worst = 0.0;  // largest error / tolerance
+  for (const Case& k : cases()) {
+    m::SpecModel<double> model(k.cfg);
+    mt::randomize(model.params(), seed ^ 0x21, 0.3);
+    const auto b = mt::random_batch(k.batch, k.seq, k.cfg.vocab_size, seed ^ 0x22, true);
+    // The analytic gradient, recording BitLinear's inputs at the point.
+    model.kernels().quant = m::SpecKernels<double>::Quant::Record;
+    const double l0 = model.run(b.ids, b.targets, k.batch, k.seq, true);
+    model.kernels().quant = m::SpecKernels<double>::Quant::Surrogate;
+    // At the point the surrogate IS the forward.
+    const double l0s = model.run(b.ids, b.targets, k.batch, k.seq, false);
+    EXPECT_NEAR(l0s, l0, 1e-13 * std::fabs(l0)) << k.name;
+    std::printf("%s (B=%zu T=%zu, loss %.6f)%s\n", k.name.c_str(), k.batch, k.seq, l0,
+                k.cfg.family == m::Family::Bitnet ? ", BitLinear through its STE surrogate" : "");
+    const double noise = 64.0 * 0x1p-53 * std::fabs(l0) / kStep;
+    std::printf("  %-46s %-26s %9s %9s %9s %9s\n", "tensor", "coordinates", "|grad|max", "max abs", "max rel",
+                "tol (abs)");
+    lockstep::ad::Rng rng(seed ^ 0x23);
+    auto& ps = model.params();
+    for (std::size_t pi = 0; pi < ps.size(); ++pi) {
+      auto& p = ps[pi];
+      const std::vector<double> g = p.grad;  // analytic
+      double scale = 0.0;
+      for (double v : g) scale = std::max(scale, std::fabs(v));
+      // Coordinates: embeddings at rows of tokens in the batch (and one
+      // other), positions at rows < seq, everything else uniformly.
+      const std::size_t rows = p.shape.size() == 2 ? static_cast<std::size_t>(p.shape[0]) : 1;
+      const std::size_t cols = p.value.size() / rows;
+      std::vector<std::size_t> at;
+      const bool emb = p.name.find("wte") != std::string::npos || p.name.find("embed_tokens") != std::string::npos;
+      const bool pos = p.name.find("wpe") != std::string::npos;
+      for (std::size_t c = 0; c < kCoords; ++c) {
+        std::size_t r = rng.below(rows);
+        if (emb && c + 1 < kCoords) r = static_cast<std::size_t>(b.ids[rng.below(b.ids.size())]);
+        if (pos) r = rng.below(k.seq);
+        at.push_back(r * cols + rng.below(cols));
+      }
+      double max_abs = 0.0, max_rel = 0.0;
+      std::string coords;
+      for (std::size_t e : at) {
+        const double x = p.value[e];
+        const double h = kStep * std::max(1.0, std::fabs(x));
+        p.value[e] = x + h;
+        const double xp = p.value[e];
+        const double lp = model.run(b.ids, b.targets, k.batch, k.seq, false);
+        p.value[e] = x - h;
+        const double xn = p.value[e];
+        const double ln = model.run(b.ids, b.targets, k.batch, k.seq, false);
+        p.value[e] = x;
+        const double fd = (lp - ln) / (xp - xn);
+        const double err = std::fabs(fd - g[e]);
+        max_abs = std::max(max_abs, err);
+        if (!coords.empty()) coords.push_back(',');
+        coords.append(std::to_string(e));
+      }
+      const double tol = std::max(kRtol * scale, noise);
+      max_rel = scale > 0.0 ? max_abs / scale : max_abs;
+      const bool pass = max_abs <= tol;
+      total_checked += at.size();
+      total_failed += !pass;
+      worst = std::max(worst, max_abs / tol);
+      std::printf("  %-46s %-26s %9.3g %9.2g %9.2g %9.2g %s\n", p.name.c_str(), coords.substr(0, 26).c_str(), scale,
+                  max_abs, max_rel, tol, pass ? "ok" : "FAIL");
+      EXPECT_TRUE(pass) << k.name << " " << p.name << ": max abs error " << max_abs << ", scale " << scale;
+      EXPECT_GT(scale, 0.0) << k.name << " " << p.name << " has an all-zero gradient";
+    }
+    model.kernels().quant = m::SpecKernels<double>::Quant::Forward;
+  }
+  std::printf("%zu gradient coordinates checked, %zu tensors failed; largest error / tolerance %.3g\n",
+              total_checked, total_failed, worst);
+}
