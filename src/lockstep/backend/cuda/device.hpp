@@ -1,0 +1,110 @@
+// Device memory for the CUDA backend, callable from host code compiled by g++
+// (no CUDA headers here; the definitions are in device.cu).
+//
+// DeviceBuffer<T> is the only owner of device memory in lockstep. It grows and
+// never shrinks, so a training step that asks for the same sizes as the last one
+// allocates nothing (the steady state allocates nothing). New memory is not
+// zeroed: kernels must write every cell they claim to produce. In poison mode
+// (set_poison) every allocation is filled with a large-value pattern, so a
+// kernel that relies on zeroed memory gives wrong bits and fails its gate
+// (DESIGN.md §2, "the dirty-buffer gate").
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace lockstep::cuda {
+
+void* device_alloc(std::size_t bytes);  // throws std::runtime_error naming the size
+void device_free(void* p) noexcept;
+void copy_to_device(void* dst, const void* src, std::size_t bytes);
+void copy_to_host(void* dst, const void* src, std::size_t bytes);
+void copy_on_device(void* dst, const void* src, std::size_t bytes);
+// Every 32-bit word of [p, p + 4·words) set to `pattern` (on the device).
+void fill_words(void* p, std::uint32_t pattern, std::size_t words);
+// Waits for the device; throws std::runtime_error with the CUDA error (and
+// `what`) if any kernel failed.
+void synchronize(const char* what = "synchronize");
+// Throws if the last launch failed to start (bad configuration); `kernel` names it.
+void check_launch(const char* kernel);
+
+// Poison mode: every allocation and every growth is filled with `pattern`
+// (e.g. 0x7F000000 = 1.7e38, or a NaN pattern); nullopt: off (the default).
+void set_poison(std::optional<std::uint32_t> pattern);
+std::optional<std::uint32_t> poison();
+
+// Bytes held by all DeviceBuffers now, and allocations made so far (tests use
+// the count to show a steady-state step allocates nothing).
+std::size_t bytes_in_use();
+std::size_t allocation_count();
+
+template <class T>
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(std::size_t n) { resize(n); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& o) noexcept { swap(o); }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    swap(o);
+    return *this;
+  }
+  ~DeviceBuffer() { device_free(p_); }
+
+  // Size becomes n; reallocates only to grow (old contents are then lost: the
+  // engine resizes before it writes).
+  void resize(std::size_t n) {
+    if (n > cap_) {
+      device_free(p_);
+      p_ = nullptr;
+      cap_ = 0;
+      p_ = static_cast<T*>(device_alloc(n * sizeof(T)));
+      cap_ = n;
+    }
+    n_ = n;
+  }
+  void assign(std::size_t n, T value);  // resize and fill (float/int32 only)
+  T* data() { return p_; }
+  const T* data() const { return p_; }
+  std::size_t size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+
+  void upload(const T* host, std::size_t n) {
+    resize(n);
+    copy_to_device(p_, host, n * sizeof(T));
+  }
+  void upload(const std::vector<T>& host) { upload(host.data(), host.size()); }
+  std::vector<T> download() const {
+    std::vector<T> h(n_);
+    copy_to_host(h.data(), p_, n_ * sizeof(T));
+    return h;
+  }
+  void download(T* host) const { copy_to_host(host, p_, n_ * sizeof(T)); }
+
+  void swap(DeviceBuffer& o) noexcept {
+    std::swap(p_, o.p_);
+    std::swap(n_, o.n_);
+    std::swap(cap_, o.cap_);
+  }
+
+ private:
+  T* p_ = nullptr;
+  std::size_t n_ = 0, cap_ = 0;
+};
+
+template <class T>
+void DeviceBuffer<T>::assign(std::size_t n, T value) {
+  static_assert(sizeof(T) == 4, "DeviceBuffer::assign: 4-byte types only");
+  resize(n);
+  std::uint32_t w;
+  static_assert(sizeof(w) == sizeof(value));
+  __builtin_memcpy(&w, &value, 4);
+  fill_words(p_, w, n);
+}
+
+}  // namespace lockstep::cuda

@@ -1,0 +1,71 @@
+// Start-up gates: before a run uses a CUDA kernel, the kernel is run on this
+// device on ragged shapes (sizes off every tile multiple, tails, batch > 1)
+// and its outputs compared with cpu::OpKernels by bit pattern (−0 ≠ +0, NaN
+// payloads too). A second pass repeats every case with the allocator in poison
+// mode (device.hpp), so a kernel that reads memory it did not write, or relies
+// on zeroed memory, is caught deliberately. A failing kernel is refused with its
+// name, the shape and the first differing cell.
+//
+// The cases come from one list per kernel family (gate_*.cpp): a case builds
+// seeded random inputs, runs the CPU mirror and the CUDA kernel set, and
+// compares every output with first_difference. Adding a kernel means adding
+// its cases to its family's list; run_gates and the tests pick them up.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace lockstep::cuda::gate {
+
+// "" when a[0..n) and b[0..n) have the same bits; otherwise the first
+// differing cell: "y[1234] (row 9, col 82): cpu 0x3f800000 (1) vs cuda 0x3f800001 (1.0000001)".
+// row_len > 0 adds the row/column position.
+std::string first_difference(std::string_view tensor, const float* cpu, const float* gpu, std::size_t n,
+                             std::size_t row_len = 0);
+std::string first_difference(std::string_view tensor, const std::vector<float>& cpu, const std::vector<float>& gpu,
+                             std::size_t row_len = 0);
+
+struct Case {
+  std::string kernel;  // "linear_fwd", "attention_bwd", ...
+  std::string shape;   // "rows 37 in 65 out 129 bias"
+  // Runs the case with inputs drawn from `seed`; returns "" or the first
+  // difference (first_difference's message, prefixed by the tensor).
+  std::function<std::string(std::uint64_t seed)> run;
+};
+
+// Each kernel family's cases (defined in gate_linear.cpp, gate_pointwise.cpp,
+// gate_attention.cpp).
+std::vector<Case> linear_cases();
+std::vector<Case> pointwise_cases();
+std::vector<Case> attention_cases();
+// Every case of every family, in one list.
+std::vector<Case> all_cases();
+
+struct Outcome {
+  std::string kernel, shape;
+  bool poisoned = false;  // the dirty-buffer pass
+  std::string difference;  // "" = pass
+  double seconds = 0;
+};
+struct Options {
+  std::uint64_t seed = 1;
+  bool dirty_pass = true;  // repeat every case on a poisoned allocator
+  std::uint32_t poison_pattern = 0x7F7FFFFFu;  // FLT_MAX
+  // Only kernels whose name contains one of these (empty: all).
+  std::vector<std::string> only;
+};
+// Runs the cases (clean, then poisoned), never throwing for a mismatch; a CUDA
+// error is reported as the case's difference.
+std::vector<Outcome> run_gates(const std::vector<Case>& cases, const Options& opt);
+
+// Runs every gate and throws std::runtime_error naming the first failing
+// kernel, shape and cell ("CUDA kernel refused: linear_fwd on rows 37 in 65 ...").
+// What a training run calls once at start-up.
+void require_all(const Options& opt = {});
+
+}  // namespace lockstep::cuda::gate

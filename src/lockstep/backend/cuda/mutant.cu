@@ -1,0 +1,25 @@
+#include "lockstep/backend/cuda/mutant.hpp"
+
+namespace lockstep::cuda {
+namespace {
+Mutant g_mutant = Mutant::none;
+}
+
+void set_mutant(Mutant m) { g_mutant = m; }
+Mutant mutant() { return g_mutant; }
+
+std::string_view mutant_name(Mutant m) {
+  switch (m) {
+    case Mutant::none: return "none";
+    case Mutant::gemm_assign_not_accumulate: return "gemm: acc = instead of acc +=";
+    case Mutant::gemm_no_bounds_guard: return "gemm: missing bounds guard";
+    case Mutant::gemm_skip_last_column: return "gemm: last column skipped";
+    case Mutant::gemm_missing_barrier: return "gemm: missing barrier";
+    case Mutant::attention_drop_scale: return "attention: scale factor dropped";
+    case Mutant::residual_flush_negative_zero: return "residual: -0 flushed to +0";
+    case Mutant::layernorm_fused_mul_add: return "layernorm: fma where the spec has mul + add";
+  }
+  return "?";
+}
+
+}  // namespace lockstep::cuda

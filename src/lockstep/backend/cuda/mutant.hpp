@@ -1,0 +1,27 @@
+// Known kernel bugs the gates must catch (issue: "the gates have teeth"). A
+// launcher reads the active mutant and, only when it names that launcher's
+// kernel, runs the buggy variant; with Mutant::none (always, outside the
+// mutants test) every kernel is the clean one. Process-wide, not thread-safe:
+// set it only in tests.
+#pragma once
+
+#include <string_view>
+
+namespace lockstep::cuda {
+
+enum class Mutant {
+  none,
+  gemm_assign_not_accumulate,  // acc = a·b instead of acc = fma(a, b, acc)     (gemm.cu)
+  gemm_no_bounds_guard,        // loads past the matrix edge without the guard  (gemm.cu)
+  gemm_skip_last_column,       // the last output column is never written       (gemm.cu)
+  gemm_missing_barrier,        // a tile is overwritten before all threads read it (gemm.cu)
+  attention_drop_scale,        // scores without the 1/sqrt(Dh) factor          (attention.cu)
+  residual_flush_negative_zero,  // -0 written as +0                            (pointwise.cu)
+  layernorm_fused_mul_add,     // fma where the spec has mul then add           (norm.cu)
+};
+
+void set_mutant(Mutant m);
+Mutant mutant();
+std::string_view mutant_name(Mutant m);
+
+}  // namespace lockstep::cuda

@@ -1,0 +1,103 @@
+// The CUDA kernel set of the model's ops: the same method names and contracts
+// as cpu::OpKernels (backend/cpu/ops.hpp) and model::SpecKernels, on device
+// pointers. Every method computes its op specification's float expression bit
+// for bit (DESIGN.md §1); the start-up gates (gate.hpp) prove it on this device
+// against cpu::OpKernels before a run uses a kernel.
+//
+// The definitions are split by kernel family, each in its .cpp (host side,
+// g++) beside its .cu (kernels, nvcc), joined only by plain launcher
+// declarations, so nvcc never sees the op headers:
+//   ops.cpp            staging, fills, loss sum                 (kernels: pointwise.cu)
+//   ops_linear.cpp     linear, BitLinear                        (gemm.cu, quant.cu)
+//   ops_pointwise.cpp  embedding, positions, norms, activations, residual, RoPE,
+//                      cross-entropy, add_into                  (pointwise.cu, norm.cu, loss.cu)
+//   ops_attention.cpp  causal attention, forward and backward   (attention.cu)
+// All kernels run on one stream, in call order; nothing here synchronizes with
+// the host except loss_sum and copy_to_host (the step's one read-back).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "lockstep/backend/cuda/device.hpp"
+#include "lockstep/ops/all.hpp"
+
+namespace lockstep::cuda {
+
+// What a forward keeps for its backward, on the device (model::Aux's twin).
+struct Aux {
+  DeviceBuffer<float> a, b;
+  float s = 0.0f;
+};
+
+class OpKernels {
+ public:
+  using Index = ops::Index;
+  using Aux = cuda::Aux;
+  template <class U>
+  using Buffer = DeviceBuffer<U>;
+
+  int threads = 1;  // unused (the CPU kernel sets' knob)
+
+  void begin_forward() {}
+
+  // --- the engine's glue (transformer.hpp's device hooks) --------------------
+  // Copies n host indices to the device (slot 0: inputs, 1: targets) and
+  // returns the device pointer, valid until the next call with the same slot.
+  const Index* stage_indices(const Index* host, std::size_t n, int slot);
+  // The canonical sum (num/reduce.hpp) of n device floats, returned to the host.
+  float loss_sum(const float* x, std::size_t n);
+  void fill(float* x, std::size_t n, float value);
+  void copy_to_host(float* host, const float* device, std::size_t n);
+
+  // --- the ops (contracts: cpu::OpKernels / model::SpecKernels) --------------
+  void embedding_fwd(const ops::Embedding::Config& c, const Index* ids, const float* wte, float* y);
+  void embedding_bwd(const ops::Embedding::Config& c, const Index* ids, const float* dy, float* dwte);
+  void positions_fwd(const ops::LearnedPositions::Config& c, const float* x, const float* wpe, float* y);
+  void positions_bwd(const ops::LearnedPositions::Config& c, const float* dy, float* dx, float* dwpe);
+  void linear_fwd(const ops::Linear::Config& c, const float* x, const float* w, const float* b, float* y);
+  void linear_bwd(const ops::Linear::Config& c, const float* x, const float* w, const float* dy, float* dx,
+                  float* dw, float* db);
+  void bitlinear_fwd(const ops::QuantLinearConfig& c, const float* x, const float* w, float* y, Aux& aux);
+  void bitlinear_bwd(const ops::QuantLinearConfig& c, const float* x, const float* w, const float* dy, float* dx,
+                     float* dw, Aux& aux);
+  void layernorm_fwd(const ops::NormConfig& c, const float* x, const float* g, const float* b, float* y,
+                     float* mean, float* rstd);
+  void layernorm_bwd(const ops::NormConfig& c, const float* x, const float* g, const float* mean,
+                     const float* rstd, const float* dy, float* dx, float* dg, float* db);
+  void rmsnorm_fwd(const ops::NormConfig& c, const float* x, const float* w, float* y, float* rstd);
+  void rmsnorm_bwd(const ops::NormConfig& c, const float* x, const float* w, const float* rstd, const float* dy,
+                   float* dx, float* dw);
+  void gelu_fwd(const ops::ElementwiseConfig& c, const float* x, float* y, Aux& aux);
+  void gelu_bwd(const ops::ElementwiseConfig& c, const float* x, const float* dy, float* dx, Aux& aux);
+  void swiglu_fwd(const ops::ElementwiseConfig& c, const float* gate, const float* up, float* y, Aux& aux);
+  void swiglu_bwd(const ops::ElementwiseConfig& c, const float* gate, const float* up, const float* dy,
+                  float* dgate, float* dup, Aux& aux);
+  void relu2mul_fwd(const ops::ElementwiseConfig& c, const float* gate, const float* up, float* y, Aux& aux);
+  void relu2mul_bwd(const ops::ElementwiseConfig& c, const float* gate, const float* up, const float* dy,
+                    float* dgate, float* dup, Aux& aux);
+  void residual_fwd(const ops::ElementwiseConfig& c, const float* a, const float* b, float* y);
+  void residual_bwd(const ops::ElementwiseConfig& c, const float* dy, float* da, float* db);
+  void rope_fwd(const ops::Rope::Config& c, const float* x, float* y);
+  void rope_bwd(const ops::Rope::Config& c, const float* dy, float* dx);
+  void attention_fwd(const ops::Attention::Config& c, const float* q, std::size_t ldq, const float* k,
+                     const float* v, std::size_t ldkv, float* o, float* lse);
+  void attention_bwd(const ops::Attention::Config& c, const float* q, std::size_t ldq, const float* k,
+                     const float* v, std::size_t ldkv, const float* o, const float* lse, const float* dout,
+                     float* dq, float* dk, float* dv);
+  void ce_fwd(const ops::CrossEntropy::Config& c, const float* logits, const Index* targets, float* loss,
+              float* lse);
+  void ce_bwd(const ops::CrossEntropy::Config& c, const float* logits, const Index* targets, const float* lse,
+              const float* dloss, float* dlogits);
+  void add_into(std::size_t n, float* acc, const float* x);
+
+ private:
+  DeviceBuffer<Index> staged_[2];
+  DeviceBuffer<float> scratch_;  // loss_sum's partials and any kernel family's temporaries
+  // Kernel families may keep device state here (e.g. RoPE's cos/sin table).
+  DeviceBuffer<float> rope_table_;
+  ops::Rope::Config rope_key_{};
+  bool rope_valid_ = false;
+};
+
+}  // namespace lockstep::cuda
