@@ -78,12 +78,44 @@ std::vector<ParamT<T>> make_params(const ModelConfig& cfg) {
 // A trace line per step run: "forward block 0 ln_1:layernorm".
 using Trace = std::vector<std::string>;
 
-template <class T, class K>
+// What a kernel set may bring besides its kernels (a device kernel set brings
+// all four; the host ones none):
+//   K::Buffer<T>   the storage of activations and temporary gradients
+//                  (default std::vector<T>);
+//   K::Aux         what a forward keeps for its backward (default model::Aux);
+//   stage_indices  copies the batch's token ids and targets where the kernels
+//                  read them (default: the caller's host pointers);
+//   loss_sum, fill, copy_to_host   the engine's glue on that storage (default:
+//                  the canonical sum, std::fill and a copy on the host).
+template <class K, class T>
+struct BufferOf {
+  using type = std::vector<T>;
+};
+template <class K, class T>
+  requires requires { typename K::template Buffer<T>; }
+struct BufferOf<K, T> {
+  using type = typename K::template Buffer<T>;
+};
+template <class K>
+struct AuxOf {
+  using type = Aux;
+};
+template <class K>
+  requires requires { typename K::Aux; }
+struct AuxOf<K> {
+  using type = typename K::Aux;
+};
+
+// PT: the parameter type, whose value and grad live where K's kernels read them
+// (ParamT<T> on the host; a device kernel set's model brings its own).
+template <class T, class K, class PT = ParamT<T>>
 class Engine {
  public:
   using Index = ops::Index;
+  using Buf = typename BufferOf<K, T>::type;
+  using Aux = typename AuxOf<K>::type;
 
-  Engine(const ModelConfig& cfg, std::vector<ParamT<T>>& params, K& kernels)
+  Engine(const ModelConfig& cfg, std::vector<PT>& params, K& kernels)
       : cfg_(cfg), params_(params), k_(kernels) {
     cfg_.validate();
     V_ = static_cast<std::size_t>(cfg.vocab_size);
@@ -106,19 +138,26 @@ class Engine {
   T run(const Index* ids, const Index* targets, std::size_t batch, std::size_t seq, bool backward,
         bool accumulate) {
     start(batch, seq, Mode::Train);
-    targets_ = targets;
-    ids_ = ids;
-    forward_pass(ids, targets);
-    // The mean over the rows with a target.
+    targets_ = stage(targets, 1);
+    ids_ = stage(ids, 0);
+    forward_pass(ids_, targets_);
+    // The mean over the rows with a target (counted on the host's copy).
     std::size_t n_valid = 0;
     for (std::size_t n = 0; n < N_; ++n) n_valid += targets[n] >= 0;
-    const T sum = ops::Math<T>::sum(s_.loss.data(), N_);
+    T sum;
+    if constexpr (requires { k_.loss_sum(s_.loss.data(), N_); })
+      sum = k_.loss_sum(s_.loss.data(), N_);
+    else
+      sum = ops::Math<T>::sum(s_.loss.data(), N_);
     const T loss = n_valid == 0 ? T(0) : sum / static_cast<T>(n_valid);
     if (!backward) return loss;
     const T dl = n_valid == 0 ? T(0) : T(1) / static_cast<T>(n_valid);
-    std::fill(s_.dloss.begin(), s_.dloss.end(), dl);
+    if constexpr (requires { k_.fill(s_.dloss.data(), N_, dl); })
+      k_.fill(s_.dloss.data(), N_, dl);
+    else
+      std::fill(s_.dloss.data(), s_.dloss.data() + N_, dl);
     prepare_grads(accumulate);
-    backward_pass(ids);
+    backward_pass(ids_);
     finish_grads(accumulate);
     return loss;
   }
@@ -128,27 +167,39 @@ class Engine {
   // values never depend on the rows computed with it).
   std::vector<T> last_logits(const Index* ids, std::size_t seq) {
     start(1, seq, Mode::Logits);
-    ids_ = ids;
+    ids_ = stage(ids, 0);
     targets_ = nullptr;
-    forward_pass(ids, nullptr);
-    return std::vector<T>(s_.logits.begin(), s_.logits.begin() + static_cast<std::ptrdiff_t>(V_));
+    forward_pass(ids_, nullptr);
+    std::vector<T> out(V_);
+    if constexpr (requires { k_.copy_to_host(out.data(), s_.logits.data(), V_); })
+      k_.copy_to_host(out.data(), s_.logits.data(), V_);
+    else
+      std::copy(s_.logits.data(), s_.logits.data() + V_, out.data());
+    return out;
   }
 
  private:
   enum class Mode { Train, Logits };
+
+  const Index* stage(const Index* host, int slot) {
+    if constexpr (requires { k_.stage_indices(host, N_, slot); })
+      return k_.stage_indices(host, N_, slot);
+    else
+      return host;
+  }
   enum AuxSlot { kAct, kQ, kK, kV, kO, kGate, kUp, kDown, kAuxSlots };
 
   // Per-layer values the backward reads (a block's input x is the previous
   // block's output).
   struct LayerActs {
-    std::vector<T> x, n1, n1_mean, n1_rstd, qkv, v, qr, kr, att, lse, sub1, sub1_rstd, mid, n2, n2_mean, n2_rstd,
+    Buf x, n1, n1_mean, n1_rstd, qkv, v, qr, kr, att, lse, sub1, sub1_rstd, mid, n2, n2_mean, n2_rstd,
         fc, gate, up, act, sub2, sub2_rstd;
     Aux aux[kAuxSlots];
   };
   // Values used within one step pair, and the backward's running gradients.
   struct Shared {
-    std::vector<T> emb, q, k, branch, h, hn, hn_mean, hn_rstd, logits, loss, lse, dloss;
-    std::vector<T> dx, dn, dtmp, datt, dsub1, dqkv, dq, dqr, dk, dkr, dv, dfc, dup, dact, dsub2, demb;
+    Buf emb, q, k, branch, h, hn, hn_mean, hn_rstd, logits, loss, lse, dloss;
+    Buf dx, dn, dtmp, datt, dsub1, dqkv, dq, dqr, dk, dkr, dv, dfc, dup, dact, dsub2, demb;
   };
   // Parameter indices of one layer (npos where the family has none).
   static constexpr std::size_t npos = static_cast<std::size_t>(-1);
@@ -251,7 +302,7 @@ class Engine {
     k_.begin_forward();
     const bool gpt = cfg_.family == Family::Gpt2, bit = cfg_.family == Family::Bitnet;
     const std::size_t N = N_, D = D_, F = F_;
-    auto sz = [](std::vector<T>& v, std::size_t n) { v.resize(n); };
+    auto sz = [](Buf& v, std::size_t n) { v.resize(n); };
     acts_.resize(L_);
     for (LayerActs& a : acts_) {
       sz(a.x, N * D);
@@ -742,7 +793,7 @@ class Engine {
   }
 
   ModelConfig cfg_;
-  std::vector<ParamT<T>>& params_;
+  std::vector<PT>& params_;
   K& k_;
   std::size_t V_ = 0, D_ = 0, F_ = 0, L_ = 0, Hq_ = 0, Hkv_ = 0, Dh_ = 0, qdim_ = 0, kvdim_ = 0;
   std::size_t B_ = 0, S_ = 0, N_ = 0;
@@ -754,7 +805,7 @@ class Engine {
   std::vector<LayerActs> acts_;
   Shared s_;
   std::vector<T*> gdst_;
-  std::vector<std::vector<T>> gtmp_;
+  std::vector<Buf> gtmp_;
 };
 
 // The model over the op specifications, any scalar: parameters, kernels and
