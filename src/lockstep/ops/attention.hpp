@@ -101,48 +101,54 @@ struct Attention {
            scale;
   }
 
+  // One output row: o[b, i, h, :] and lse[b, h, i] (a row reads q row i and
+  // key/value rows 0..i of its group only). The live audits recompute single
+  // rows of a device's output with it.
+  template <class T>
+  static void forward_row(const Config& c, const Inputs<T>& in, std::size_t b, std::size_t h, std::size_t i,
+                          T scale, T* o, T& lse) {
+    using M = Math<T>;
+    const std::size_t Dh = c.head_dim, rep = c.q_heads / c.kv_heads;
+    std::vector<T> s(c.key_block), acc(Dh, T(0));
+    T m = T(0), l = T(0);
+    for (std::size_t j0 = 0; j0 <= i; j0 += c.key_block) {
+      const std::size_t j1 = std::min(j0 + c.key_block, i + 1);
+      T mb = score(c, in, b, h, i, j0, scale);
+      s[0] = mb;
+      for (std::size_t j = j0 + 1; j < j1; ++j) {
+        s[j - j0] = score(c, in, b, h, i, j, scale);
+        mb = max2(mb, s[j - j0]);
+      }
+      if (j0 == 0) {
+        m = mb;
+      } else {
+        const T mn = max2(m, mb);
+        const T alpha = M::exp(m - mn);
+        l = l * alpha;
+        for (T& a : acc) a = a * alpha;
+        m = mn;
+      }
+      for (std::size_t j = j0; j < j1; ++j) {
+        const T p = M::exp(s[j - j0] - m);
+        l = l + p;
+        const T* vj = in.v.ptr() + kvrow(c, b, j, h / rep);
+        for (std::size_t d = 0; d < Dh; ++d) acc[d] = M::fma(p, vj[d], acc[d]);
+      }
+    }
+    for (std::size_t d = 0; d < Dh; ++d) o[d] = acc[d] / l;
+    lse = m + M::log(l);
+  }
+
   template <class T>
   static Outputs<T> forward(const Config& c, const Inputs<T>& in) {
-    using M = Math<T>;
     validate(c);
-    const std::size_t Dh = c.head_dim, rep = c.q_heads / c.kv_heads;
     const T scale = scale_of<T>(c);
-    Outputs<T> out{Tensor<T>({c.batch, c.seq, c.q_heads, Dh}),
+    Outputs<T> out{Tensor<T>({c.batch, c.seq, c.q_heads, c.head_dim}),
                    Tensor<T>({c.batch, c.q_heads, c.seq})};
-    std::vector<T> s(c.key_block), acc(Dh);
     for (std::size_t b = 0; b < c.batch; ++b)
       for (std::size_t h = 0; h < c.q_heads; ++h)
-        for (std::size_t i = 0; i < c.seq; ++i) {
-          T m = T(0), l = T(0);
-          std::fill(acc.begin(), acc.end(), T(0));
-          for (std::size_t j0 = 0; j0 <= i; j0 += c.key_block) {
-            const std::size_t j1 = std::min(j0 + c.key_block, i + 1);
-            T mb = score(c, in, b, h, i, j0, scale);
-            s[0] = mb;
-            for (std::size_t j = j0 + 1; j < j1; ++j) {
-              s[j - j0] = score(c, in, b, h, i, j, scale);
-              mb = max2(mb, s[j - j0]);
-            }
-            if (j0 == 0) {
-              m = mb;
-            } else {
-              const T mn = max2(m, mb);
-              const T alpha = M::exp(m - mn);
-              l = l * alpha;
-              for (T& a : acc) a = a * alpha;
-              m = mn;
-            }
-            for (std::size_t j = j0; j < j1; ++j) {
-              const T p = M::exp(s[j - j0] - m);
-              l = l + p;
-              const T* vj = in.v.ptr() + kvrow(c, b, j, h / rep);
-              for (std::size_t d = 0; d < Dh; ++d) acc[d] = M::fma(p, vj[d], acc[d]);
-            }
-          }
-          T* o = out.o.ptr() + qrow(c, b, i, h);
-          for (std::size_t d = 0; d < Dh; ++d) o[d] = acc[d] / l;
-          out.lse[lse_at(c, b, h, i)] = m + M::log(l);
-        }
+        for (std::size_t i = 0; i < c.seq; ++i)
+          forward_row(c, in, b, h, i, scale, out.o.ptr() + qrow(c, b, i, h), out.lse[lse_at(c, b, h, i)]);
     return out;
   }
 
