@@ -267,18 +267,24 @@ void launch_one(int I, int J, int K, const float* A, std::size_t lda, const floa
 
 int g_tile_override = 0;
 
-// The 128-tile kernel unless its grid would leave SMs idle (fewer blocks than
-// the device has SMs: 132 on the H200).
+// The block tile from the grid's fill. Measured on the H200 (docs/perf/
+// GEMM_CUDA.md): one 128×128 block per SM already runs at the SM's full
+// 128-tile rate (~0.30 TFLOP/s; two resident blocks share it), and the 64×64
+// tile runs at ~0.74 of that rate when the device is full. Blocks run in
+// ceil(blocks / SMs) rounds, so the 128 tile wins when its rounds are at least
+// 3/4 full (16384×768 outputs: 0.97; dW 2304×768: 108 blocks, 0.82) and loses
+// otherwise (dW 768×768: 36 blocks, 0.27; dW 3072×768: 144 blocks, 0.55).
 int choose_tile(int I, int J) {
   if (g_tile_override == 1 || g_tile_override == 2) return g_tile_override;
-  static const int sms = [] {
+  static const long sms = [] {
     int dev = 0, n = 0;
     if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-      return 132;
-    return n;
+      return 132L;
+    return static_cast<long>(n);
   }();
   const long blocks = static_cast<long>((I + 127) / 128) * ((J + 127) / 128);
-  return blocks >= sms ? 2 : 1;
+  const long rounds = (blocks + sms - 1) / sms;
+  return 4 * blocks >= 3 * rounds * sms ? 2 : 1;
 }
 
 template <int S, bool AKC, bool BKC>
@@ -340,8 +346,12 @@ __global__ void __launch_bounds__(256) column_sums_kernel(const float* __restric
     for (int r = warp; r < kSumRows; r += 8)
       if (r < rows && j < D) tile[r][lane] = a[static_cast<std::size_t>(n0 + r) * D + j];
     __syncthreads();
-    if (warp == 0)
+    if (warp == 0) {
+      // Unrolled so the shared-memory loads run ahead of the add chain (the
+      // chain itself, one add per row in order, is unchanged).
+#pragma unroll 16
       for (int r = 0; r < rows; ++r) acc = __fadd_rn(acc, tile[r][lane]);
+    }
     __syncthreads();
   }
   if (warp == 0 && j < D) out[j] = acc;
