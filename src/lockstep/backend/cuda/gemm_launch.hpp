@@ -1,0 +1,70 @@
+// Launchers of the canonical float GEMM (gemm.cu) and the BitLinear
+// quantizers (quant.cu), callable from g++ code (no CUDA headers here). Every
+// pointer is a device pointer; every launch goes on the default stream, in
+// call order, and none synchronizes with the host.
+//
+// The product (docs/NUMERICS.md, "Matrix products: the sequential fma chain
+// over k"), bit for bit cpu::gemm (backend/cpu/gemm.hpp):
+//   C[i*ldc + j] = chain over k = 0..K-1 of A(i,k)·B(k,j)
+//   chain: acc = +0; acc = fma(A(i,k), B(k,j), acc) for k ascending; a NaN
+//   result is written as the canonical NaN 0x7FC00000.
+// then the epilogue (Epilogue below), each step one correctly rounded
+// operation, in the order the CPU kernels apply it.
+#pragma once
+
+#include <cstddef>
+
+namespace lockstep::cuda::launch {
+
+// What happens to a cell after its chain (all optional, device pointers):
+//   v = canonical_nan(acc)
+//   bias:       v = v + bias[j]                      (linear_fwd)
+//   row_scale:  v = (v * row_scale[i]) * scale[0]    (bitlinear_fwd; both set)
+struct GemmEpilogue {
+  const float* bias = nullptr;
+  const float* row_scale = nullptr;
+  const float* scale = nullptr;
+};
+
+// The general product, with cpu::gemm's strides: A(i,k) = A[i*sai + k*sak],
+// B(k,j) = B[k*sbk + j*sbj]. One stride of each operand must be 1 (sak == 1
+// or sai == 1; sbk == 1 or sbj == 1). I, J, K may be any size (K == 0 gives +0
+// cells); nothing outside [0, I) × [0, J) of C is written.
+void gemm(std::size_t I, std::size_t J, std::size_t K, const float* A, std::size_t sai, std::size_t sak,
+          const float* B, std::size_t sbk, std::size_t sbj, float* C, std::size_t ldc, const GemmEpilogue& epi = {});
+
+// The three products of a linear layer (nn.Linear layout, W is [M, K]),
+// as cpu::gemm_xwt / gemm_dyw / gemm_dytx:
+// Y = X·Wᵀ [N, M], dX = dY·W [N, K], dW = dYᵀ·X [M, K] (chain over rows n).
+void gemm_xwt(std::size_t N, std::size_t M, std::size_t K, const float* X, const float* W, float* Y,
+              const GemmEpilogue& epi = {});
+void gemm_dyw(std::size_t N, std::size_t M, std::size_t K, const float* dY, const float* W, float* dX);
+void gemm_dytx(std::size_t N, std::size_t M, std::size_t K, const float* dY, const float* X, float* dW);
+
+// Benchmarks and tests only: 1 forces the 64×64 block tile, 2 the 128×128
+// one, 0 (the default) lets the launcher choose by the output's size. Either
+// gives the same bits (the per-cell chain does not depend on the tiling).
+void gemm_tile_override(int tile);
+
+// out[j] = +0 + a[0, j] + a[1, j] + ... (rows ascending) of a row-major
+// [N, D] matrix: the bias gradient (cpu ops.cpp column_sums).
+void column_sums(const float* a, std::size_t N, std::size_t D, float* out);
+
+// --- BitLinear quantizers (quant.cu; ops/quant.hpp, cpu ops.cpp) ------------
+
+// Scratch floats the ternary quantizer needs for n weights.
+std::size_t ternary_scratch(std::size_t n);
+// Per-tensor absmean ternary weights: m = max2(sum(|w|) / n_f, floor_w) with
+// the canonical sum (num/reduce.hpp); inv = 1 / m;
+// q = min2(max2(floor(w*inv + 0.5), -1), 1); codes[i] = q; dequant[i] = q*m.
+// params[0] = m, params[1] = inv afterwards. `scratch` holds
+// ternary_scratch(n) floats.
+void ternary_quantize(const float* w, std::size_t n, float n_f, float floor_w, float* codes, float* dequant,
+                      float* params, float* scratch);
+// Per-row absmax int8 activations of x [N, K]: m = max2(max_k |x|, floor_x);
+// inv = 127 / m; st = m / 127; q = min2(max2(floor(x*inv + 0.5), -127), 127);
+// codes = q; dequant = q*st; step[n] = st.
+void row_quantize(const float* x, std::size_t N, std::size_t K, float floor_x, float* codes, float* dequant,
+                  float* step);
+
+}  // namespace lockstep::cuda::launch

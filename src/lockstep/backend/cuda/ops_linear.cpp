@@ -1,0 +1,63 @@
+// cuda::OpKernels: linear and BitLinear (kernels: gemm.cu, quant.cu). Same
+// contracts and the same bits as cpu::OpKernels (backend/cpu/ops.cpp).
+#include <cstddef>
+
+#include "lockstep/backend/cuda/gemm_launch.hpp"
+#include "lockstep/backend/cuda/ops.hpp"
+
+namespace lockstep::cuda {
+
+// y = X·Wᵀ, then y + b[m] (one rounding each, fused into the GEMM's store).
+void OpKernels::linear_fwd(const ops::Linear::Config& c, const float* x, const float* w, const float* b, float* y) {
+  launch::GemmEpilogue epi;
+  if (c.bias) epi.bias = b;
+  launch::gemm_xwt(c.rows, c.out, c.in, x, w, y, epi);
+}
+
+// dx = dy·W, dw = dyᵀ·x (chains over rows), db = column sums of dy; a null
+// output is not computed (db is null without a bias).
+void OpKernels::linear_bwd(const ops::Linear::Config& c, const float* x, const float* w, const float* dy, float* dx,
+                           float* dw, float* db) {
+  if (dx != nullptr) launch::gemm_dyw(c.rows, c.out, c.in, dy, w, dx);
+  if (dw != nullptr) launch::gemm_dytx(c.rows, c.out, c.in, dy, x, dw);
+  if (c.bias && db != nullptr) launch::column_sums(dy, c.rows, c.out, db);
+}
+
+// BitLinear: the quantizers on the device, the integer-code product by the
+// float GEMM (exact: partial sums are integers below 2^24), the epilogue
+// (acc * step_n) * scale fused into its store. aux keeps x̂ (a), Ŵ (b) and
+// the weight scale (s), as the CPU kernels do; reading s back is this
+// method's one wait for the device.
+void OpKernels::bitlinear_fwd(const ops::QuantLinearConfig& c, const float* x, const float* w, float* y, Aux& aux) {
+  ops::BitLinear::validate(c);
+  const std::size_t N = c.rows, K = c.in, M = c.out, nw = M * K;
+  // scratch_: weight codes [nw] | activation codes [N*K] | steps [N] | params [4] | sum partials
+  const std::size_t o_cx = nw, o_step = o_cx + N * K, o_par = o_step + N, o_red = o_par + 4;
+  scratch_.resize(o_red + launch::ternary_scratch(nw));
+  float* s = scratch_.data();
+  aux.a.resize(N * K);
+  aux.b.resize(nw);
+  launch::ternary_quantize(w, nw, static_cast<float>(nw), static_cast<float>(1e-5), s, aux.b.data(), s + o_par,
+                           s + o_red);
+  launch::row_quantize(x, N, K, static_cast<float>(ops::BitLinear::kActFloor), s + o_cx, aux.a.data(), s + o_step);
+  launch::GemmEpilogue epi;
+  epi.row_scale = s + o_step;
+  epi.scale = s + o_par;
+  launch::gemm_xwt(N, M, K, s + o_cx, s, y, epi);
+  cuda::copy_to_host(&aux.s, s + o_par, sizeof(float));
+}
+
+// STE backward: dx = dy·Ŵ, dW = dyᵀ·x̂ (canonical GEMM chains).
+void OpKernels::bitlinear_bwd(const ops::QuantLinearConfig& c, const float* x, const float* w, const float* dy,
+                              float* dx, float* dw, Aux& aux) {
+  if (aux.a.size() != c.rows * c.in || aux.b.size() != c.out * c.in) {
+    Aux fresh;  // no forward kept (never the case inside the model): recompute
+    DeviceBuffer<float> y(c.rows * c.out);
+    bitlinear_fwd(c, x, w, y.data(), fresh);
+    aux = std::move(fresh);
+  }
+  if (dx != nullptr) launch::gemm_dyw(c.rows, c.out, c.in, dy, aux.b.data(), dx);
+  if (dw != nullptr) launch::gemm_dytx(c.rows, c.out, c.in, dy, aux.a.data(), dw);
+}
+
+}  // namespace lockstep::cuda

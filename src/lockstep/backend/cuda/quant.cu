@@ -1,0 +1,142 @@
+// BitLinear's quantizers on the device (gemm_launch.hpp), the expressions of
+// ops/quant.hpp as cpu::OpKernels::bitlinear_fwd computes them:
+//   * the weight scale's sum of |w| is num::reduce::sum's canonical order: a
+//     warp per 4096-element chunk (lane j folds j, j+32, ... in order, then the
+//     shuffle-down tree), the chunk partials reduced again by the same rule
+//     until one value is left, the canonical NaN at the end;
+//   * the activations' per-row max |x| is order-free (a total order), taken
+//     as num::reduce::max does (order keys, NaN tracked apart);
+//   * every other step is one correctly rounded operation, written with the
+//     explicit intrinsics so no contraction can creep in.
+#include <cstdint>
+
+#include "lockstep/backend/cuda/device.hpp"
+#include "lockstep/backend/cuda/gemm_launch.hpp"
+#include "lockstep/num/fp.hpp"
+#include "lockstep/num/reduce.hpp"
+
+namespace lockstep::cuda::launch {
+namespace {
+
+namespace red = num::reduce;
+constexpr std::size_t kChunk = red::kChunk;  // 4096
+
+__device__ __forceinline__ float max2(float a, float b) { return a > b ? a : b; }  // ops::max2
+__device__ __forceinline__ float min2(float a, float b) { return a < b ? a : b; }  // ops::min2
+
+// One warp per chunk of x (ABS: of |x|): partial[c] = the chunk's lane tree.
+template <bool ABS>
+__global__ void __launch_bounds__(256) chunk_sums(const float* __restrict__ x, std::size_t n,
+                                                  float* __restrict__ partial) {
+  const std::size_t chunk = static_cast<std::size_t>(blockIdx.x) * 8 + (threadIdx.x >> 5);
+  const unsigned lane = threadIdx.x & 31;
+  const std::size_t chunks = (n + kChunk - 1) / kChunk;
+  if (chunk >= chunks) return;  // whole warps leave together
+  const std::size_t base = chunk * kChunk;
+  const std::size_t len = n - base < kChunk ? n - base : kChunk;
+  const float* c = x + base;
+  float acc = 0.0f;
+  for (std::size_t t = lane; t < len; t += 32) acc = __fadd_rn(acc, ABS ? fabsf(c[t]) : c[t]);
+#pragma unroll
+  for (int off = 16; off >= 1; off /= 2) acc = __fadd_rn(acc, __shfl_down_sync(0xFFFFFFFFu, acc, off));
+  if (lane == 0) partial[chunk] = acc;
+}
+
+// params[0] = m = max2(canonical_nan(sum) / n_f, floor_w), params[1] = 1 / m.
+__global__ void ternary_scale(const float* sum, float n_f, float floor_w, float* params) {
+  const float m = max2(__fdiv_rn(red::canonical_nan(*sum), n_f), floor_w);
+  params[0] = m;
+  params[1] = __fdiv_rn(1.0f, m);
+}
+
+__global__ void ternary_codes(const float* __restrict__ w, std::size_t n, const float* __restrict__ params,
+                              float* __restrict__ codes, float* __restrict__ dequant) {
+  const float m = params[0], inv = params[1];
+  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    const float q = min2(max2(floorf(__fadd_rn(__fmul_rn(w[i], inv), 0.5f)), -1.0f), 1.0f);
+    codes[i] = q;
+    dequant[i] = __fmul_rn(q, m);
+  }
+}
+
+// One warp per row.
+__global__ void __launch_bounds__(256) row_codes(const float* __restrict__ x, std::size_t N, std::size_t K,
+                                                 float floor_x, float* __restrict__ codes,
+                                                 float* __restrict__ dequant, float* __restrict__ step) {
+  const std::size_t n = static_cast<std::size_t>(blockIdx.x) * 8 + (threadIdx.x >> 5);
+  const unsigned lane = threadIdx.x & 31;
+  if (n >= N) return;
+  const float* xr = x + n * K;
+  // max |x| under reduce::max's rules: the largest order key, NaN apart.
+  std::int32_t key = red::detail::order_key(__int_as_float(static_cast<int>(0xFF800000u)));  // -inf
+  std::uint32_t mag = 0;
+  for (std::size_t k = lane; k < K; k += 32) {
+    const float v = fabsf(xr[k]);
+    const std::int32_t kv = red::detail::order_key(v);
+    key = kv > key ? kv : key;
+    const std::uint32_t mv = num::bits_of(v) & 0x7FFFFFFFu;
+    mag = mv > mag ? mv : mag;
+  }
+#pragma unroll
+  for (int off = 16; off >= 1; off /= 2) {
+    const std::int32_t ko = __shfl_xor_sync(0xFFFFFFFFu, key, off);
+    const std::uint32_t mo = __shfl_xor_sync(0xFFFFFFFFu, mag, off);
+    key = ko > key ? ko : key;
+    mag = mo > mag ? mo : mag;
+  }
+  const float mx = mag > 0x7F800000u ? num::float_of(red::kCanonicalNaN) : red::detail::from_order_key(key);
+  const float m = max2(mx, floor_x);
+  const float inv = __fdiv_rn(127.0f, m);
+  const float st = __fdiv_rn(m, 127.0f);
+  float* cr = codes + n * K;
+  float* dr = dequant + n * K;
+  for (std::size_t k = lane; k < K; k += 32) {
+    const float q = min2(max2(floorf(__fadd_rn(__fmul_rn(xr[k], inv), 0.5f)), -127.0f), 127.0f);
+    cr[k] = q;
+    dr[k] = __fmul_rn(q, st);
+  }
+  if (lane == 0) step[n] = st;
+}
+
+std::size_t chunks_of(std::size_t n) { return n <= kChunk ? 1 : (n + kChunk - 1) / kChunk; }
+
+}  // namespace
+
+std::size_t ternary_scratch(std::size_t n) {
+  // Level partials, ping-pong: the first level's count covers every later one.
+  const std::size_t first = chunks_of(n);
+  return 2 * first + 2;
+}
+
+void ternary_quantize(const float* w, std::size_t n, float n_f, float floor_w, float* codes, float* dequant,
+                      float* params, float* scratch) {
+  if (n == 0) return;
+  float* level[2] = {scratch, scratch + chunks_of(n)};
+  std::size_t m = chunks_of(n);
+  chunk_sums<true><<<static_cast<unsigned>((m + 7) / 8), 256>>>(w, n, level[0]);
+  check_launch("ternary_quantize: chunk sums");
+  int cur = 0;
+  while (m > 1) {
+    const std::size_t next = chunks_of(m);
+    chunk_sums<false><<<static_cast<unsigned>((next + 7) / 8), 256>>>(level[cur], m, level[cur ^ 1]);
+    check_launch("ternary_quantize: chunk sums");
+    cur ^= 1;
+    m = next;
+  }
+  ternary_scale<<<1, 1>>>(level[cur], n_f, floor_w, params);
+  check_launch("ternary_quantize: scale");
+  const std::size_t blocks = (n + 255) / 256;
+  ternary_codes<<<static_cast<unsigned>(blocks < 65535 * 4 ? blocks : 65535 * 4), 256>>>(w, n, params, codes,
+                                                                                         dequant);
+  check_launch("ternary_quantize: codes");
+}
+
+void row_quantize(const float* x, std::size_t N, std::size_t K, float floor_x, float* codes, float* dequant,
+                  float* step) {
+  if (N == 0) return;
+  row_codes<<<static_cast<unsigned>((N + 7) / 8), 256>>>(x, N, K, floor_x, codes, dequant, step);
+  check_launch("row_quantize");
+}
+
+}  // namespace lockstep::cuda::launch

@@ -1,0 +1,222 @@
+// The canonical CUDA GEMM (backend/cuda/gemm.cu) against cpu::gemm, bit for
+// bit: the three linear-layer layouts and the general strided form, on ragged
+// shapes (sizes off the 128 × 128 × 8 tiles and the 4-wide vectors), K = 0,
+// special values (signed zeros, subnormal products that round to -0, inf,
+// NaN), padded output rows (nothing outside the matrix written), a few large
+// shapes; then linear/BitLinear through their gates (gate_linear.cpp).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "lockstep/backend/cpu/gemm.hpp"
+#include "lockstep/backend/cuda/device.hpp"
+#include "lockstep/backend/cuda/gate.hpp"
+#include "lockstep/backend/cuda/gemm_launch.hpp"
+#include "lockstep/backend/cuda/probe.hpp"
+#include "lockstep/num/fp.hpp"
+
+namespace {
+
+namespace lc = lockstep::cuda;
+namespace ln = lockstep::num;
+
+#define REQUIRE_DEVICE()                            \
+  do {                                              \
+    std::string why;                                \
+    if (!lc::available(&why)) GTEST_SKIP() << why;  \
+  } while (0)
+
+std::vector<float> random_vector(std::size_t n, std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+// Values that make the chain's rounding visible: signed zeros, products that
+// underflow to ∓0 or to subnormals, large values (inf after a few steps),
+// inf and NaN.
+std::vector<float> special_vector(std::size_t n, std::mt19937_64& rng) {
+  const float pool[] = {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-20f, -3e-25f, 1.0f, -1.0f, 3e38f, -3e38f,
+                        ln::float_of(0x00000001u), ln::float_of(0x80000003u), ln::float_of(0x7F800000u),
+                        ln::float_of(0xFF800000u), ln::float_of(0x7FC00001u), 0.5f};
+  std::uniform_int_distribution<int> pick(0, 15);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) {
+    const int p = pick(rng);
+    x = p < 13 ? pool[p] : (p < 15 ? d(rng) : pool[15]);
+  }
+  return v;
+}
+
+enum class Layout { xwt, dyw, dytx, at_b };  // at_b: A i-contiguous, B k-contiguous (general form only)
+const char* name(Layout l) {
+  switch (l) {
+    case Layout::xwt: return "xwt";
+    case Layout::dyw: return "dyw";
+    case Layout::dytx: return "dytx";
+    case Layout::at_b: return "at_b";
+  }
+  return "?";
+}
+
+// One product on the CPU and the GPU. For xwt/dyw/dytx (N, M, K) are the
+// linear layer's (rows, out, in); for at_b, C[N, M] = Aᵀ·B with A [K, N],
+// B [M, K] (chain length K). Returns first_difference's message.
+std::string compare(Layout l, std::size_t N, std::size_t M, std::size_t K, std::uint64_t seed, bool special = false) {
+  std::mt19937_64 rng(seed);
+  auto gen = [&](std::size_t n) { return special ? special_vector(n, rng) : random_vector(n, rng); };
+  std::vector<float> a, b, c;
+  std::size_t row_len = 0;
+  switch (l) {
+    case Layout::xwt:
+      a = gen(N * K), b = gen(M * K), c.assign(N * M, 0.0f), row_len = M;
+      lockstep::cpu::gemm_xwt(N, M, K, a.data(), b.data(), c.data(), 0);
+      break;
+    case Layout::dyw:
+      a = gen(N * M), b = gen(M * K), c.assign(N * K, 0.0f), row_len = K;
+      lockstep::cpu::gemm_dyw(N, M, K, a.data(), b.data(), c.data(), 0);
+      break;
+    case Layout::dytx:
+      a = gen(N * M), b = gen(N * K), c.assign(M * K, 0.0f), row_len = K;
+      lockstep::cpu::gemm_dytx(N, M, K, a.data(), b.data(), c.data(), 0);
+      break;
+    case Layout::at_b:
+      a = gen(K * N), b = gen(M * K), c.assign(N * M, 0.0f), row_len = M;
+      lockstep::cpu::gemm(N, M, K, a.data(), 1, N, b.data(), 1, K, c.data(), M, 0);
+      break;
+  }
+  lc::DeviceBuffer<float> ga, gb, gc;
+  ga.upload(a);
+  gb.upload(b);
+  gc.assign(c.size(), ln::float_of(0x7F7FFFFFu));  // poison: every cell must be written
+  switch (l) {
+    case Layout::xwt: lc::launch::gemm_xwt(N, M, K, ga.data(), gb.data(), gc.data()); break;
+    case Layout::dyw: lc::launch::gemm_dyw(N, M, K, ga.data(), gb.data(), gc.data()); break;
+    case Layout::dytx: lc::launch::gemm_dytx(N, M, K, ga.data(), gb.data(), gc.data()); break;
+    case Layout::at_b: lc::launch::gemm(N, M, K, ga.data(), 1, N, gb.data(), 1, K, gc.data(), M); break;
+  }
+  lc::synchronize("gemm test");
+  return lc::gate::first_difference("C", c, gc.download(), row_len);
+}
+
+struct Dims {
+  std::size_t N, M, K;
+};
+
+const std::vector<Dims>& ragged_dims() {
+  static const std::vector<Dims> d = {
+      {1, 1, 1},     {1, 3, 1},       {2, 1, 7},      {37, 129, 65},  {129, 200, 257}, {130, 131, 9},
+      {128, 128, 8}, {128, 128, 16},  {4, 4, 4},      {257, 129, 300}, {64, 68, 132},  {200, 260, 264},
+      {129, 127, 8}, {1, 1000, 1001}, {333, 5, 1030}, {5, 7, 0},       {256, 256, 256}, {3, 260, 17}};
+  return d;
+}
+
+// Forces one block tile for a scope (0: the launcher's choice again).
+struct ScopedTile {
+  explicit ScopedTile(int t) { lc::launch::gemm_tile_override(t); }
+  ~ScopedTile() { lc::launch::gemm_tile_override(0); }
+};
+
+TEST(CudaGemm, LayoutsMatchCpuOnRaggedShapes) {
+  REQUIRE_DEVICE();
+  int n = 0;
+  for (int tile : {1, 2, 0}) {
+    ScopedTile forced(tile);
+    for (Layout l : {Layout::xwt, Layout::dyw, Layout::dytx, Layout::at_b})
+      for (const Dims& d : ragged_dims()) {
+        const std::string diff = compare(l, d.N, d.M, d.K, 1000u + n++);
+        EXPECT_EQ(diff, "") << name(l) << " tile " << tile << " N " << d.N << " M " << d.M << " K " << d.K;
+      }
+  }
+  std::printf("ragged: %d products (tiles 64, 128, auto x 4 layouts x %zu shapes) bit-identical to cpu::gemm\n", n,
+              ragged_dims().size());
+}
+
+TEST(CudaGemm, SpecialValuesMatchCpu) {
+  REQUIRE_DEVICE();
+  int n = 0;
+  for (int tile : {1, 2}) {
+    ScopedTile forced(tile);
+    for (Layout l : {Layout::xwt, Layout::dyw, Layout::dytx, Layout::at_b})
+      for (const Dims& d : {Dims{37, 129, 65}, Dims{130, 131, 9}, Dims{64, 68, 132}, Dims{7, 5, 3}}) {
+        const std::string diff = compare(l, d.N, d.M, d.K, 77u + n++, true);
+        EXPECT_EQ(diff, "") << name(l) << " tile " << tile << " (special values) N " << d.N << " M " << d.M << " K "
+                            << d.K;
+      }
+  }
+  std::printf("special values: %d products bit-identical\n", n);
+}
+
+// The general form writes only [0, I) × [0, J) of a C whose rows are longer.
+TEST(CudaGemm, PaddedOutputRowsUntouched) {
+  REQUIRE_DEVICE();
+  const std::size_t I = 131, J = 67, K = 45, ldc = J + 5;
+  std::mt19937_64 rng(5);
+  const auto a = random_vector(I * K, rng), b = random_vector(K * J, rng);
+  std::vector<float> c(I * ldc, ln::float_of(0x7F7FFFFFu));
+  lockstep::cpu::gemm(I, J, K, a.data(), K, 1, b.data(), J, 1, c.data(), ldc, 0);
+  lc::DeviceBuffer<float> ga, gb, gc;
+  ga.upload(a);
+  gb.upload(b);
+  gc.assign(c.size(), ln::float_of(0x7F7FFFFFu));
+  lc::launch::gemm(I, J, K, ga.data(), K, 1, gb.data(), J, 1, gc.data(), ldc);
+  EXPECT_EQ(lc::gate::first_difference("C", c, gc.download(), ldc), "");
+}
+
+TEST(CudaGemm, LargeShapesMatchCpu) {
+  REQUIRE_DEVICE();
+  // GPT-2 layer shapes with fewer rows, and the vocabulary's odd width.
+  const std::vector<Dims> big = {{512, 2304, 768}, {512, 768, 3072}, {256, 50257, 768}, {2048, 768, 768}};
+  int n = 0;
+  for (int tile : {1, 2})
+    for (const Dims& d : big)
+      for (Layout l : {Layout::xwt, Layout::dyw, Layout::dytx}) {
+        ScopedTile forced(tile);
+        const std::string diff = compare(l, d.N, d.M, d.K, 9000u + n++);
+        EXPECT_EQ(diff, "") << name(l) << " tile " << tile << " N " << d.N << " M " << d.M << " K " << d.K;
+        std::printf("large: %s tile %d N %zu M %zu K %zu: %s\n", name(l), 64 * tile, d.N, d.M, d.K,
+                    diff.empty() ? "bit-identical" : "DIFFERS");
+      }
+}
+
+TEST(CudaGemm, ColumnSumsMatchCpuChain) {
+  REQUIRE_DEVICE();
+  for (const Dims& d : {Dims{1, 3, 0}, Dims{300, 33, 0}, Dims{1000, 768, 0}, Dims{513, 1, 0}}) {
+    std::mt19937_64 rng(d.N * 7 + d.M);
+    const auto a = random_vector(d.N * d.M, rng);
+    std::vector<float> want(d.M, 0.0f);
+    for (std::size_t n = 0; n < d.N; ++n)
+      for (std::size_t j = 0; j < d.M; ++j) want[j] = want[j] + a[n * d.M + j];
+    lc::DeviceBuffer<float> ga, gout;
+    ga.upload(a);
+    gout.assign(d.M, ln::float_of(0x7F7FFFFFu));
+    lc::launch::column_sums(ga.data(), d.N, d.M, gout.data());
+    EXPECT_EQ(lc::gate::first_difference("db", want, gout.download()), "") << "N " << d.N << " D " << d.M;
+  }
+}
+
+TEST(CudaGemm, LinearGatesPass) {
+  REQUIRE_DEVICE();
+  const auto cases = lc::gate::linear_cases();
+  const auto outcomes = lc::gate::run_gates(cases, {});
+  int failed = 0;
+  double seconds = 0;
+  for (const auto& o : outcomes) {
+    seconds += o.seconds;
+    if (!o.difference.empty()) {
+      ++failed;
+      ADD_FAILURE() << o.kernel << " on " << o.shape << (o.poisoned ? " (dirty pass)" : "") << ": " << o.difference;
+    }
+  }
+  std::printf("linear gates: %zu cases x 2 passes = %zu outcomes, %d failed, %.2f s\n", cases.size(), outcomes.size(),
+              failed, seconds);
+  EXPECT_EQ(outcomes.size(), 2 * cases.size());
+}
+
+}  // namespace
