@@ -4,9 +4,10 @@
 // dwte[v, :] = +0 + dy[n1, :] + dy[n2, :] + ... over the tokens with id v in
 // ascending n (ops::Embedding::backward). The device sorts (id, n) pairs with
 // a stable radix sort (CUB; a stable sort of pairs given in ascending n keeps
-// equal ids in ascending n), marks where each id's run starts, and runs one
-// chain per (vocabulary row, column): a block per row, columns on threads
-// (coalesced dy rows). No atomics: the bits are those of the CPU's chains.
+// equal ids in ascending n), marks where each id's run starts and ends,
+// and runs one chain per (vocabulary row, column): a block per row, a thread
+// per column (coalesced dy rows), the run's token indices staged in shared
+// memory and each chain's loads issued 8 ahead. No atomics: the bits are those of the CPU's chains.
 #include <cub/device/device_radix_sort.cuh>
 
 #include <cstddef>
@@ -50,26 +51,55 @@ __global__ void fill_int_kernel(std::size_t n, int* p, int v) {
     p[i] = v;
 }
 
-// first[v] = the sorted position where id v's run starts.
-__global__ void embedding_heads_kernel(std::size_t tokens, std::size_t vocab, const int* keys, int* first) {
+// first[v], end[v]: the sorted positions where id v's run starts and ends.
+__global__ void embedding_heads_kernel(std::size_t tokens, std::size_t vocab, const int* keys, int* first,
+                                       int* end) {
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < tokens;
        i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
     const int k = keys[i];
-    if (static_cast<std::size_t>(k) < vocab && (i == 0 || keys[i - 1] != k)) first[k] = static_cast<int>(i);
+    if (static_cast<std::size_t>(k) >= vocab) continue;
+    if (i == 0 || keys[i - 1] != k) first[k] = static_cast<int>(i);
+    if (i + 1 == tokens || keys[i + 1] != k) end[k] = static_cast<int>(i + 1);
   }
 }
 
-__global__ void embedding_rows_kernel(std::size_t tokens, std::size_t vocab, std::size_t dim, const int* keys,
-                                      const int* vals, const int* first, const float* dy, float* dwte) {
+// A block per vocabulary row, a thread per column (blockDim >= dim up to
+// 1024, else a loop). The run's token indices are staged in shared memory
+// kStage at a time; each column's chain adds them in order, its loads issued
+// kAhead at a time (they do not depend on the chain).
+constexpr unsigned kStage = 256;
+constexpr unsigned kAhead = 8;
+
+__global__ void embedding_rows_kernel(std::size_t vocab, std::size_t dim, const int* vals, const int* first,
+                                      const int* end, const float* dy, float* dwte) {
+  __shared__ int s_vals[kStage];
   for (std::size_t v = blockIdx.x; v < vocab; v += gridDim.x) {
     const int s = first[v];
+    const int count = s >= 0 ? end[v] - s : 0;
     float* out = dwte + v * dim;
-    for (std::size_t d = threadIdx.x; d < dim; d += blockDim.x) {
+    for (std::size_t d0 = 0; d0 < dim; d0 += blockDim.x) {
+      const std::size_t d = d0 + threadIdx.x;
+      const bool active = d < dim;
       float acc = 0.0f;
-      if (s >= 0)
-        for (std::size_t i = static_cast<std::size_t>(s); i < tokens && keys[i] == static_cast<int>(v); ++i)
-          acc = __fadd_rn(acc, dy[static_cast<std::size_t>(vals[i]) * dim + d]);
-      out[d] = acc;
+      for (int c0 = 0; c0 < count; c0 += static_cast<int>(kStage)) {
+        const int len = count - c0 < static_cast<int>(kStage) ? count - c0 : static_cast<int>(kStage);
+        __syncthreads();  // the last stage's readers are done
+        for (int i = static_cast<int>(threadIdx.x); i < len; i += static_cast<int>(blockDim.x))
+          s_vals[i] = vals[s + c0 + i];
+        __syncthreads();
+        if (active) {
+          int i = 0;
+          for (; i + static_cast<int>(kAhead) <= len; i += static_cast<int>(kAhead)) {
+            float g[kAhead];
+#pragma unroll
+            for (unsigned u = 0; u < kAhead; ++u) g[u] = dy[static_cast<std::size_t>(s_vals[i + static_cast<int>(u)]) * dim + d];
+#pragma unroll
+            for (unsigned u = 0; u < kAhead; ++u) acc = __fadd_rn(acc, g[u]);
+          }
+          for (; i < len; ++i) acc = __fadd_rn(acc, dy[static_cast<std::size_t>(s_vals[i]) * dim + d]);
+        }
+      }
+      if (active) out[d] = acc;
     }
   }
 }
@@ -128,7 +158,7 @@ void embedding_fwd(std::size_t tokens, std::size_t vocab, std::size_t dim, const
 }
 
 std::size_t embedding_bwd_scratch_bytes(std::size_t tokens, std::size_t vocab) {
-  return 4 * align_up(tokens * sizeof(int)) + align_up(vocab * sizeof(int)) + align_up(cub_bytes(tokens, vocab));
+  return 4 * align_up(tokens * sizeof(int)) + 2 * align_up(vocab * sizeof(int)) + align_up(cub_bytes(tokens, vocab));
 }
 
 void embedding_bwd(std::size_t tokens, std::size_t vocab, std::size_t dim, const Index* ids, const float* dy,
@@ -143,8 +173,10 @@ void embedding_bwd(std::size_t tokens, std::size_t vocab, std::size_t dim, const
   int* vals_in = reinterpret_cast<int*>(base + tb);
   int* keys = reinterpret_cast<int*>(base + 2 * tb);
   int* vals = reinterpret_cast<int*>(base + 3 * tb);
+  const std::size_t vb = align_up(vocab * sizeof(int));
   int* first = reinterpret_cast<int*>(base + 4 * tb);
-  void* temp = base + 4 * tb + align_up(vocab * sizeof(int));
+  int* end = reinterpret_cast<int*>(base + 4 * tb + vb);
+  void* temp = base + 4 * tb + 2 * vb;
   fill_int_kernel<<<detail::blocks_for(vocab, 256, 4096), 256>>>(vocab, first, -1);
   check_launch("embedding_bwd (fill)");
   if (tokens > 0) {
@@ -154,10 +186,11 @@ void embedding_bwd(std::size_t tokens, std::size_t vocab, std::size_t dim, const
     const cudaError_t e = cub::DeviceRadixSort::SortPairs<int, int>(temp, temp_bytes, keys_in, keys, vals_in, vals,
                                                                     static_cast<int>(tokens), 0, key_bits(vocab));
     if (e != cudaSuccess) throw std::runtime_error(std::string("embedding_bwd: sort: ") + cudaGetErrorString(e));
-    embedding_heads_kernel<<<detail::blocks_for(tokens, 256, 4096), 256>>>(tokens, vocab, keys, first);
+    embedding_heads_kernel<<<detail::blocks_for(tokens, 256, 4096), 256>>>(tokens, vocab, keys, first, end);
     check_launch("embedding_bwd (heads)");
   }
-  embedding_rows_kernel<<<rows_grid(vocab), dim_threads(dim)>>>(tokens, vocab, dim, keys, vals, first, dy, dwte);
+  const unsigned threads = static_cast<unsigned>(dim >= 1024 ? 1024 : (dim + 31) / 32 * 32);
+  embedding_rows_kernel<<<rows_grid(vocab), threads>>>(vocab, dim, vals, first, end, dy, dwte);
   check_launch("embedding_bwd (rows)");
 }
 

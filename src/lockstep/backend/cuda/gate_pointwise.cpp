@@ -2,7 +2,7 @@
 // ops_pointwise.cpp, forward and backward, on ragged shapes — rows 1, 3, 37,
 // 130 (and 600: more than one 256-row tile of the column chains); dims 1, 5,
 // 33, 97, 256 and 5000 (two 4096-chunks of the canonical lane tree); vocab 1,
-// 3, 300, 5003 and 50257 (13 chunks); ignored targets; batch > 1; both RoPE
+// 3, 300, 5003 and 50257 (13 chunks); ids repeated over 300 times; ignored targets; batch > 1; both RoPE
 // layouts; repeated token ids; in-place calls where the engine makes them.
 // Inputs are seeded normals with -0, +0 and large values sprinkled in (and,
 // for cross-entropy, rows of huge logits). Every output and every saved value
@@ -89,7 +89,8 @@ Ids token_ids(ad::Rng& rng, std::size_t n, std::size_t vocab) {
 
 void embedding_cases() {
   for (auto [N, V, D] : std::initializer_list<std::array<std::size_t, 3>>{
-           {1, 1, 1}, {3, 3, 5}, {37, 300, 33}, {130, 5003, 97}, {600, 7, 256}, {130, 300, 5000}}) {
+           {1, 1, 1}, {3, 3, 5}, {37, 300, 33}, {130, 5003, 97}, {600, 7, 256}, {130, 300, 5000},
+           {1029, 3, 33}}) {
     const ops::Embedding::Config c{N, V, D};
     const std::string shape = fmt::format("tokens {} vocab {} dim {}", N, V, D);
     add("embedding_fwd", shape, [c](std::uint64_t seed) -> std::string {

@@ -9,8 +9,8 @@
 // order is fixed, so the parallelism is across columns: a block owns 8
 // columns; all its threads stage tiles of 256 rows × 8 columns (dy and the
 // recomputed x̂, the same bits as the forward's) into shared memory, coalesced,
-// the next tile's loads in flight while 8 or 16 threads run the chains over
-// the current one.
+// the next tile's loads in flight while 8 threads run the chains over the
+// current one (double-buffered).
 #include <cstddef>
 #include <stdexcept>
 
@@ -124,69 +124,82 @@ __global__ void rmsnorm_bwd_rows_kernel(std::size_t rows, std::size_t D, const f
 // Column chains. LayerNorm (Layer = true): dg[j] = dot_seq over rows of
 // dy·x̂ with x̂ = (x - mean)·rstd, db[j] = +0 + dy[0, j] + dy[1, j] + ...;
 // RMSNorm: dg[j] = dot_seq of dy·(x·rstd).
+//
+// A block owns kCols columns. Shared memory holds two tiles of kTileRows rows
+// (double buffer). Each step: every thread issues its loads of the next tile
+// into registers; lanes 0..kCols-1 of warp 0 run their column's chains over
+// the current tile (one thread carries both of LayerNorm's chains, so no warp
+// diverges); then every thread turns its registers into x̂ and stores them in
+// the other buffer; one barrier. The loads' latency hides behind the chains.
 constexpr unsigned kColThreads = 256;
-constexpr unsigned kCols = 8;                                // columns per block
-constexpr unsigned kTileRows = 256;                          // rows per staged tile
-constexpr unsigned kPerThread = kTileRows * kCols / kColThreads;  // 8 cells per array per thread
+constexpr unsigned kCols = 8;                                     // columns per block
+constexpr unsigned kTileRows = 256;                               // rows per staged tile
+constexpr unsigned kRowStride = kColThreads / kCols;              // 32 rows apart per thread
+constexpr unsigned kPerThread = kTileRows / kRowStride;           // 8 cells per array per thread
 
 template <bool Layer>
 __global__ void __launch_bounds__(kColThreads) norm_columns_kernel(std::size_t N, std::size_t D, const float* x,
                                                                    const float* mean, const float* rstd,
                                                                    const float* dy, float* dg, float* db) {
-  __shared__ float s_dy[kTileRows][kCols];
-  __shared__ float s_xh[kTileRows][kCols];
+  __shared__ float s_dy[2][kTileRows][kCols];
+  __shared__ float s_xh[2][kTileRows][kCols];
   const unsigned tid = threadIdx.x;
   const std::size_t col0 = static_cast<std::size_t>(blockIdx.x) * kCols;
   const unsigned c = tid % kCols;
   const std::size_t col = col0 + c;
   const bool col_ok = col < D;
-  const unsigned r0 = tid / kCols;  // rows r0 + 32·k of the tile
-  float r_dy[kPerThread], r_xh[kPerThread];
+  const unsigned r0 = tid / kCols;  // this thread stages rows r0 + kRowStride·k of a tile
+  float r_dy[kPerThread], r_x[kPerThread], r_mean[kPerThread], r_rstd[kPerThread];
   auto load = [&](std::size_t tile_base) {
 #pragma unroll
     for (unsigned k = 0; k < kPerThread; ++k) {
-      const std::size_t n = tile_base + r0 + k * (kColThreads / kCols);
-      float vdy = 0.0f, vxh = 0.0f;
-      if (col_ok && n < N) {
-        const std::size_t idx = n * D + col;
-        vdy = dy[idx];
-        if constexpr (Layer)
-          vxh = __fmul_rn(__fsub_rn(x[idx], mean[n]), rstd[n]);
-        else
-          vxh = __fmul_rn(x[idx], rstd[n]);
-      }
-      r_dy[k] = vdy;
-      r_xh[k] = vxh;
+      const std::size_t n = tile_base + r0 + k * kRowStride;
+      const bool ok = col_ok && n < N;
+      const std::size_t idx = n * D + col;
+      r_dy[k] = ok ? dy[idx] : 0.0f;
+      r_x[k] = ok ? x[idx] : 0.0f;
+      r_rstd[k] = ok ? rstd[n] : 0.0f;
+      if constexpr (Layer) r_mean[k] = ok ? mean[n] : 0.0f;
     }
   };
-  // Threads 0..7: the dg chains; threads 8..15 (LayerNorm): the db chains.
-  const bool chain_g = tid < kCols;
-  const bool chain_b = Layer && tid >= kCols && tid < 2 * kCols;
-  const unsigned my_col = tid % kCols;
-  float acc = 0.0f;
-  load(0);
-  for (std::size_t base = 0; base < N; base += kTileRows) {
-    __syncthreads();  // the last tile's chains are done with shared memory
+  auto store = [&](unsigned buf) {
 #pragma unroll
     for (unsigned k = 0; k < kPerThread; ++k) {
-      s_dy[r0 + k * (kColThreads / kCols)][c] = r_dy[k];
-      s_xh[r0 + k * (kColThreads / kCols)][c] = r_xh[k];
+      const unsigned r = r0 + k * kRowStride;
+      s_dy[buf][r][c] = r_dy[k];
+      if constexpr (Layer)
+        s_xh[buf][r][c] = __fmul_rn(__fsub_rn(r_x[k], r_mean[k]), r_rstd[k]);
+      else
+        s_xh[buf][r][c] = __fmul_rn(r_x[k], r_rstd[k]);
     }
+  };
+  const bool chain = tid < kCols;  // lanes 0..7 of warp 0
+  float acc_g = 0.0f, acc_b = 0.0f;
+  load(0);
+  store(0);
+  __syncthreads();
+  unsigned buf = 0;
+  for (std::size_t base = 0; base < N; base += kTileRows) {
+    const bool more = base + kTileRows < N;
+    if (more) load(base + kTileRows);  // in flight during the chains
+    if (chain) {
+      const unsigned len = static_cast<unsigned>(N - base < kTileRows ? N - base : kTileRows);
+      const float(*tdy)[kCols] = s_dy[buf];
+      const float(*txh)[kCols] = s_xh[buf];
+#pragma unroll 16
+      for (unsigned r = 0; r < len; ++r) {
+        const float d = tdy[r][tid];
+        acc_g = fma_rn(d, txh[r][tid], acc_g);
+        if constexpr (Layer) acc_b = __fadd_rn(acc_b, d);
+      }
+    }
+    if (more) store(buf ^ 1u);  // the other buffer: no one reads it during this step
     __syncthreads();
-    if (base + kTileRows < N) load(base + kTileRows);  // in flight during the chains
-    const std::size_t len = N - base < kTileRows ? N - base : kTileRows;
-    if (chain_g) {
-#pragma unroll 8
-      for (unsigned r = 0; r < len; ++r) acc = fma_rn(s_dy[r][my_col], s_xh[r][my_col], acc);
-    } else if (chain_b) {
-#pragma unroll 8
-      for (unsigned r = 0; r < len; ++r) acc = __fadd_rn(acc, s_dy[r][my_col]);
-    }
+    buf ^= 1u;
   }
-  const std::size_t out_col = col0 + my_col;
-  if (out_col < D) {
-    if (chain_g) dg[out_col] = num::reduce::canonical_nan(acc);
-    if (chain_b) db[out_col] = acc;
+  if (chain && col_ok) {
+    dg[col] = num::reduce::canonical_nan(acc_g);
+    if constexpr (Layer) db[col] = acc_b;
   }
 }
 
