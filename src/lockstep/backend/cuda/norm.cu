@@ -1,0 +1,266 @@
+// LayerNorm and RMSNorm, forward and backward.
+//
+// Row work (statistics, the normalized output, the input gradient): a warp
+// per row, the row's sums in the canonical chunked lane tree (canonical_warp.cuh),
+// every element the CPU kernel's expression (backend/cpu/ops.cpp).
+//
+// Parameter gradients are column chains over the rows in ascending order
+// (ops::column_sums; Math::dot_seq: acc = +0, fma, canonical NaN). The chain
+// order is fixed, so the parallelism is across columns: a block owns 8
+// columns; all its threads stage tiles of 256 rows × 8 columns (dy and the
+// recomputed x̂, the same bits as the forward's) into shared memory, coalesced,
+// the next tile's loads in flight while 8 threads run the chains over the
+// current one (double-buffered).
+#include <cstddef>
+#include <stdexcept>
+
+#include "lockstep/backend/cuda/canonical_warp.cuh"
+#include "lockstep/backend/cuda/device.hpp"
+#include "lockstep/backend/cuda/mutant.hpp"
+#include "lockstep/backend/cuda/pointwise_launch.hpp"
+#include "lockstep/num/elementary.hpp"
+#include "lockstep/num/fp.hpp"
+
+namespace lockstep::cuda::launch {
+namespace {
+
+using detail::warp_sum_like;
+using num::fma_rn;
+
+constexpr unsigned kRowThreads = 256;  // 8 rows (warps) per block
+constexpr unsigned kRowsPerBlock = kRowThreads / 32;
+
+template <bool FusedMutant>
+__global__ void layernorm_fwd_kernel(std::size_t rows, std::size_t D, float eps, const float* x, const float* g,
+                                     const float* b, float* y, float* mean, float* rstd) {
+  const std::size_t row = blockIdx.x * static_cast<std::size_t>(kRowsPerBlock) + threadIdx.x / 32;
+  if (row >= rows) return;  // whole warps leave together
+  const unsigned lane = threadIdx.x & 31u;
+  const float* xr = x + row * D;
+  const float fD = static_cast<float>(D);
+  const float mu = __fdiv_rn(warp_sum_like(D, [xr](float acc, std::size_t i) { return __fadd_rn(acc, xr[i]); }), fD);
+  const float var = __fdiv_rn(warp_sum_like(D,
+                                            [xr, mu](float acc, std::size_t i) {
+                                              const float xc = __fsub_rn(xr[i], mu);
+                                              return fma_rn(xc, xc, acc);
+                                            }),
+                              fD);
+  const float rs = num::rsqrt(__fadd_rn(var, eps));
+  float* yr = y + row * D;
+  for (std::size_t j = lane; j < D; j += 32) {
+    const float xc = __fsub_rn(xr[j], mu);
+    if constexpr (FusedMutant)
+      yr[j] = fma_rn(xc, __fmul_rn(rs, g[j]), b[j]);  // the mutant: xc·rs folded into the fma
+    else
+      yr[j] = fma_rn(__fmul_rn(xc, rs), g[j], b[j]);
+  }
+  if (lane == 0) {
+    mean[row] = mu;
+    rstd[row] = rs;
+  }
+}
+
+__global__ void layernorm_bwd_rows_kernel(std::size_t rows, std::size_t D, const float* x, const float* g,
+                                          const float* mean, const float* rstd, const float* dy, float* dx) {
+  const std::size_t row = blockIdx.x * static_cast<std::size_t>(kRowsPerBlock) + threadIdx.x / 32;
+  if (row >= rows) return;
+  const unsigned lane = threadIdx.x & 31u;
+  const float* xr = x + row * D;
+  const float* dyr = dy + row * D;
+  const float mu = mean[row], rs = rstd[row];
+  const float fD = static_cast<float>(D);
+  const float a =
+      __fdiv_rn(warp_sum_like(D, [dyr, g](float acc, std::size_t i) { return __fadd_rn(acc, __fmul_rn(dyr[i], g[i])); }),
+                fD);
+  const float bb = __fdiv_rn(warp_sum_like(D,
+                                           [=](float acc, std::size_t i) {
+                                             const float xh = __fmul_rn(__fsub_rn(xr[i], mu), rs);
+                                             return fma_rn(__fmul_rn(dyr[i], g[i]), xh, acc);
+                                           }),
+                             fD);
+  float* dxr = dx + row * D;
+  for (std::size_t j = lane; j < D; j += 32) {
+    const float xh = __fmul_rn(__fsub_rn(xr[j], mu), rs);
+    const float gr = __fmul_rn(dyr[j], g[j]);
+    dxr[j] = __fmul_rn(__fsub_rn(gr, fma_rn(xh, bb, a)), rs);
+  }
+}
+
+__global__ void rmsnorm_fwd_kernel(std::size_t rows, std::size_t D, float eps, const float* x, const float* w,
+                                   float* y, float* rstd) {
+  const std::size_t row = blockIdx.x * static_cast<std::size_t>(kRowsPerBlock) + threadIdx.x / 32;
+  if (row >= rows) return;
+  const unsigned lane = threadIdx.x & 31u;
+  const float* xr = x + row * D;
+  const float ms = __fdiv_rn(
+      warp_sum_like(D, [xr](float acc, std::size_t i) { return fma_rn(xr[i], xr[i], acc); }), static_cast<float>(D));
+  const float rs = num::rsqrt(__fadd_rn(ms, eps));
+  float* yr = y + row * D;
+  for (std::size_t j = lane; j < D; j += 32) yr[j] = __fmul_rn(__fmul_rn(xr[j], rs), w[j]);
+  if (lane == 0) rstd[row] = rs;
+}
+
+__global__ void rmsnorm_bwd_rows_kernel(std::size_t rows, std::size_t D, const float* x, const float* w,
+                                        const float* rstd, const float* dy, float* dx) {
+  const std::size_t row = blockIdx.x * static_cast<std::size_t>(kRowsPerBlock) + threadIdx.x / 32;
+  if (row >= rows) return;
+  const unsigned lane = threadIdx.x & 31u;
+  const float* xr = x + row * D;
+  const float* dyr = dy + row * D;
+  const float rs = rstd[row];
+  const float bb = __fdiv_rn(warp_sum_like(D,
+                                           [=](float acc, std::size_t i) {
+                                             return fma_rn(__fmul_rn(dyr[i], w[i]), __fmul_rn(xr[i], rs), acc);
+                                           }),
+                             static_cast<float>(D));
+  float* dxr = dx + row * D;
+  for (std::size_t j = lane; j < D; j += 32) {
+    const float xh = __fmul_rn(xr[j], rs);
+    const float gr = __fmul_rn(dyr[j], w[j]);
+    dxr[j] = __fmul_rn(__fsub_rn(gr, __fmul_rn(xh, bb)), rs);
+  }
+}
+
+// Column chains. LayerNorm (Layer = true): dg[j] = dot_seq over rows of
+// dy·x̂ with x̂ = (x - mean)·rstd, db[j] = +0 + dy[0, j] + dy[1, j] + ...;
+// RMSNorm: dg[j] = dot_seq of dy·(x·rstd).
+//
+// A block owns kCols columns. Shared memory holds two tiles of kTileRows rows
+// (double buffer). Each step: every thread issues its loads of the next tile
+// into registers; lanes 0..kCols-1 of warp 0 run their column's chains over
+// the current tile (one thread carries both of LayerNorm's chains, so no warp
+// diverges); then every thread turns its registers into x̂ and stores them in
+// the other buffer; one barrier. The loads' latency hides behind the chains.
+constexpr unsigned kColThreads = 256;
+constexpr unsigned kCols = 8;                                     // columns per block
+constexpr unsigned kTileRows = 256;                               // rows per staged tile
+constexpr unsigned kRowStride = kColThreads / kCols;              // 32 rows apart per thread
+constexpr unsigned kPerThread = kTileRows / kRowStride;           // 8 cells per array per thread
+
+template <bool Layer>
+__global__ void __launch_bounds__(kColThreads) norm_columns_kernel(std::size_t N, std::size_t D, const float* x,
+                                                                   const float* mean, const float* rstd,
+                                                                   const float* dy, float* dg, float* db) {
+  __shared__ float s_dy[2][kTileRows][kCols];
+  __shared__ float s_xh[2][kTileRows][kCols];
+  const unsigned tid = threadIdx.x;
+  const std::size_t col0 = static_cast<std::size_t>(blockIdx.x) * kCols;
+  const unsigned c = tid % kCols;
+  const std::size_t col = col0 + c;
+  const bool col_ok = col < D;
+  const unsigned r0 = tid / kCols;  // this thread stages rows r0 + kRowStride·k of a tile
+  float r_dy[kPerThread], r_x[kPerThread], r_mean[kPerThread], r_rstd[kPerThread];
+  auto load = [&](std::size_t tile_base) {
+#pragma unroll
+    for (unsigned k = 0; k < kPerThread; ++k) {
+      const std::size_t n = tile_base + r0 + k * kRowStride;
+      const bool ok = col_ok && n < N;
+      const std::size_t idx = n * D + col;
+      r_dy[k] = ok ? dy[idx] : 0.0f;
+      r_x[k] = ok ? x[idx] : 0.0f;
+      r_rstd[k] = ok ? rstd[n] : 0.0f;
+      if constexpr (Layer) r_mean[k] = ok ? mean[n] : 0.0f;
+    }
+  };
+  auto store = [&](unsigned buf) {
+#pragma unroll
+    for (unsigned k = 0; k < kPerThread; ++k) {
+      const unsigned r = r0 + k * kRowStride;
+      s_dy[buf][r][c] = r_dy[k];
+      if constexpr (Layer)
+        s_xh[buf][r][c] = __fmul_rn(__fsub_rn(r_x[k], r_mean[k]), r_rstd[k]);
+      else
+        s_xh[buf][r][c] = __fmul_rn(r_x[k], r_rstd[k]);
+    }
+  };
+  const bool chain = tid < kCols;  // lanes 0..7 of warp 0
+  float acc_g = 0.0f, acc_b = 0.0f;
+  load(0);
+  store(0);
+  __syncthreads();
+  unsigned buf = 0;
+  for (std::size_t base = 0; base < N; base += kTileRows) {
+    const bool more = base + kTileRows < N;
+    if (more) load(base + kTileRows);  // in flight during the chains
+    if (chain) {
+      const unsigned len = static_cast<unsigned>(N - base < kTileRows ? N - base : kTileRows);
+      const float(*tdy)[kCols] = s_dy[buf];
+      const float(*txh)[kCols] = s_xh[buf];
+#pragma unroll 16
+      for (unsigned r = 0; r < len; ++r) {
+        const float d = tdy[r][tid];
+        acc_g = fma_rn(d, txh[r][tid], acc_g);
+        if constexpr (Layer) acc_b = __fadd_rn(acc_b, d);
+      }
+    }
+    if (more) store(buf ^ 1u);  // the other buffer: no one reads it during this step
+    __syncthreads();
+    buf ^= 1u;
+  }
+  if (chain && col_ok) {
+    dg[col] = num::reduce::canonical_nan(acc_g);
+    if constexpr (Layer) db[col] = acc_b;
+  }
+}
+
+unsigned row_blocks(std::size_t rows) {
+  const std::size_t b = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
+  if (b > 0x7FFFFFFFu) throw std::invalid_argument("norm: too many rows");
+  return static_cast<unsigned>(b);
+}
+
+void check_dim(std::size_t D) {
+  if (D > num::reduce::kChunk * num::reduce::kChunk)
+    throw std::invalid_argument("norm: rows longer than 4096² elements are not supported on the device");
+}
+
+template <bool Layer>
+void columns(std::size_t N, std::size_t D, const float* x, const float* mean, const float* rstd, const float* dy,
+             float* dg, float* db) {
+  const std::size_t blocks = (D + kCols - 1) / kCols;
+  norm_columns_kernel<Layer><<<static_cast<unsigned>(blocks), kColThreads>>>(N, D, x, mean, rstd, dy, dg, db);
+  check_launch(Layer ? "layernorm_bwd (columns)" : "rmsnorm_bwd (columns)");
+}
+
+}  // namespace
+
+void layernorm_fwd(std::size_t rows, std::size_t dim, float eps, const float* x, const float* g, const float* b,
+                   float* y, float* mean, float* rstd) {
+  check_dim(dim);
+  if (rows == 0) return;
+  if (mutant() == Mutant::layernorm_fused_mul_add)
+    layernorm_fwd_kernel<true><<<row_blocks(rows), kRowThreads>>>(rows, dim, eps, x, g, b, y, mean, rstd);
+  else
+    layernorm_fwd_kernel<false><<<row_blocks(rows), kRowThreads>>>(rows, dim, eps, x, g, b, y, mean, rstd);
+  check_launch("layernorm_fwd");
+}
+
+void layernorm_bwd(std::size_t rows, std::size_t dim, const float* x, const float* g, const float* mean,
+                   const float* rstd, const float* dy, float* dx, float* dg, float* db) {
+  check_dim(dim);
+  if (rows > 0) {
+    layernorm_bwd_rows_kernel<<<row_blocks(rows), kRowThreads>>>(rows, dim, x, g, mean, rstd, dy, dx);
+    check_launch("layernorm_bwd (rows)");
+  }
+  if (dim > 0) columns<true>(rows, dim, x, mean, rstd, dy, dg, db);
+}
+
+void rmsnorm_fwd(std::size_t rows, std::size_t dim, float eps, const float* x, const float* w, float* y,
+                 float* rstd) {
+  check_dim(dim);
+  if (rows == 0) return;
+  rmsnorm_fwd_kernel<<<row_blocks(rows), kRowThreads>>>(rows, dim, eps, x, w, y, rstd);
+  check_launch("rmsnorm_fwd");
+}
+
+void rmsnorm_bwd(std::size_t rows, std::size_t dim, const float* x, const float* w, const float* rstd,
+                 const float* dy, float* dx, float* dw) {
+  check_dim(dim);
+  if (rows > 0) {
+    rmsnorm_bwd_rows_kernel<<<row_blocks(rows), kRowThreads>>>(rows, dim, x, w, rstd, dy, dx);
+    check_launch("rmsnorm_bwd (rows)");
+  }
+  if (dim > 0) columns<false>(rows, dim, x, nullptr, rstd, dy, dw, nullptr);
+}
+
+}  // namespace lockstep::cuda::launch

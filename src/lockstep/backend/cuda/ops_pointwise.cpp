@@ -1,0 +1,159 @@
+// cuda::OpKernels: embeddings, positions, norms, activations, residual, RoPE,
+// cross-entropy, add_into — the host side of the pointwise kernel family
+// (kernels: pointwise.cu, embed.cu, rope.cu, norm.cu, loss.cu). Each method
+// has the contract of its cpu::OpKernels twin and gives its bits; the
+// constants of an expression are converted here exactly as the CPU converts
+// them (the op spec's double constant -> float), then passed to the kernel.
+//
+// Differences from the CPU kernels, none in the bits of valid inputs: index
+// checks that the CPU makes by reading the ids (token ids, targets) cannot be
+// made here without a read-back, so an out-of-range id gives a NaN (forward)
+// or contributes nothing (embedding backward) instead of an exception.
+#include <stdexcept>
+#include <vector>
+
+#include "lockstep/backend/cuda/ops.hpp"
+#include "lockstep/backend/cuda/pointwise_launch.hpp"
+
+namespace lockstep::cuda {
+
+static_assert(sizeof(ops::Index) == sizeof(launch::Index));
+
+namespace {
+
+launch::GeluConstants gelu_constants() {
+  return {static_cast<float>(ops::Gelu::kSqrt2OverPi), static_cast<float>(ops::Gelu::kCubic),
+          static_cast<float>(ops::Gelu::kCubic3)};
+}
+
+}  // namespace
+
+// --- embeddings -------------------------------------------------------------------
+
+void OpKernels::embedding_fwd(const ops::Embedding::Config& c, const Index* ids, const float* wte, float* y) {
+  launch::embedding_fwd(c.tokens, c.vocab, c.dim, ids, wte, y);
+}
+
+void OpKernels::embedding_bwd(const ops::Embedding::Config& c, const Index* ids, const float* dy, float* dwte) {
+  const std::size_t bytes = launch::embedding_bwd_scratch_bytes(c.tokens, c.vocab);
+  scratch_.resize((bytes + sizeof(float) - 1) / sizeof(float));
+  launch::embedding_bwd(c.tokens, c.vocab, c.dim, ids, dy, dwte, scratch_.data(), bytes);
+}
+
+void OpKernels::positions_fwd(const ops::LearnedPositions::Config& c, const float* x, const float* wpe, float* y) {
+  ops::LearnedPositions::validate(c);
+  launch::positions_fwd(c.batch, c.seq, c.dim, c.offset, x, wpe, y);
+}
+
+void OpKernels::positions_bwd(const ops::LearnedPositions::Config& c, const float* dy, float* dx, float* dwpe) {
+  ops::LearnedPositions::validate(c);
+  if (dx != dy) copy_on_device(dx, dy, c.batch * c.seq * c.dim * sizeof(float));
+  launch::positions_bwd_wpe(c.batch, c.seq, c.dim, c.max_seq, c.offset, dy, dwpe);
+}
+
+// --- norms ------------------------------------------------------------------------
+
+void OpKernels::layernorm_fwd(const ops::NormConfig& c, const float* x, const float* g, const float* b, float* y,
+                              float* mean, float* rstd) {
+  launch::layernorm_fwd(c.rows, c.dim, static_cast<float>(c.eps), x, g, b, y, mean, rstd);
+}
+
+void OpKernels::layernorm_bwd(const ops::NormConfig& c, const float* x, const float* g, const float* mean,
+                              const float* rstd, const float* dy, float* dx, float* dg, float* db) {
+  launch::layernorm_bwd(c.rows, c.dim, x, g, mean, rstd, dy, dx, dg, db);
+}
+
+void OpKernels::rmsnorm_fwd(const ops::NormConfig& c, const float* x, const float* w, float* y, float* rstd) {
+  launch::rmsnorm_fwd(c.rows, c.dim, static_cast<float>(c.eps), x, w, y, rstd);
+}
+
+void OpKernels::rmsnorm_bwd(const ops::NormConfig& c, const float* x, const float* w, const float* rstd,
+                            const float* dy, float* dx, float* dw) {
+  launch::rmsnorm_bwd(c.rows, c.dim, x, w, rstd, dy, dx, dw);
+}
+
+// --- activations --------------------------------------------------------------------
+
+void OpKernels::gelu_fwd(const ops::ElementwiseConfig& c, const float* x, float* y, Aux& aux) {
+  aux.a.resize(c.n);  // tanh(u(x)), kept for the backward
+  launch::gelu_fwd(c.n, gelu_constants(), x, y, aux.a.data());
+}
+
+void OpKernels::gelu_bwd(const ops::ElementwiseConfig& c, const float* x, const float* dy, float* dx, Aux& aux) {
+  const bool kept = aux.a.size() == c.n;
+  launch::gelu_bwd(c.n, gelu_constants(), x, kept ? aux.a.data() : nullptr, dy, dx);
+}
+
+void OpKernels::swiglu_fwd(const ops::ElementwiseConfig& c, const float* gate, const float* up, float* y, Aux& aux) {
+  aux.a.resize(c.n);  // σ(gate), kept for the backward
+  launch::swiglu_fwd(c.n, gate, up, y, aux.a.data());
+}
+
+void OpKernels::swiglu_bwd(const ops::ElementwiseConfig& c, const float* gate, const float* up, const float* dy,
+                           float* dgate, float* dup, Aux& aux) {
+  const bool kept = aux.a.size() == c.n;
+  launch::swiglu_bwd(c.n, gate, up, kept ? aux.a.data() : nullptr, dy, dgate, dup);
+}
+
+void OpKernels::relu2mul_fwd(const ops::ElementwiseConfig& c, const float* gate, const float* up, float* y, Aux&) {
+  launch::relu2mul_fwd(c.n, gate, up, y);
+}
+
+void OpKernels::relu2mul_bwd(const ops::ElementwiseConfig& c, const float* gate, const float* up, const float* dy,
+                             float* dgate, float* dup, Aux&) {
+  launch::relu2mul_bwd(c.n, gate, up, dy, dgate, dup);
+}
+
+void OpKernels::residual_fwd(const ops::ElementwiseConfig& c, const float* a, const float* b, float* y) {
+  launch::residual_fwd(c.n, a, b, y);
+}
+
+// da = dy, db = dy: copies unless the caller routes them in place.
+void OpKernels::residual_bwd(const ops::ElementwiseConfig& c, const float* dy, float* da, float* db) {
+  if (da != dy) copy_on_device(da, dy, c.n * sizeof(float));
+  if (db != dy) copy_on_device(db, dy, c.n * sizeof(float));
+}
+
+// --- RoPE -----------------------------------------------------------------------------
+
+// The cos/sin table of ops::Rope::table<float> (the spec's own: the CPU's
+// bits), [cos (seq × Dh/2), then sin], uploaded when the configuration changes.
+static const float* rope_table_for(const ops::Rope::Config& c, ops::Rope::Config& key, bool& valid,
+                                   DeviceBuffer<float>& table) {
+  ops::Rope::validate(c);
+  if (!(valid && key.seq == c.seq && key.head_dim == c.head_dim && key.base == c.base && key.offset == c.offset)) {
+    const ops::Rope::Table<float> tab = ops::Rope::table<float>(c);
+    std::vector<float> both(tab.cos);
+    both.insert(both.end(), tab.sin.begin(), tab.sin.end());
+    table.upload(both);
+    key = c;
+    valid = true;
+  }
+  return table.data();
+}
+
+void OpKernels::rope_fwd(const ops::Rope::Config& c, const float* x, float* y) {
+  const float* tab = rope_table_for(c, rope_key_, rope_valid_, rope_table_);
+  launch::rope(c.batch, c.seq, c.heads, c.head_dim, c.layout == ops::RopeLayout::interleaved, tab, x, y, false);
+}
+
+void OpKernels::rope_bwd(const ops::Rope::Config& c, const float* dy, float* dx) {
+  const float* tab = rope_table_for(c, rope_key_, rope_valid_, rope_table_);
+  launch::rope(c.batch, c.seq, c.heads, c.head_dim, c.layout == ops::RopeLayout::interleaved, tab, dy, dx, true);
+}
+
+// --- cross-entropy ----------------------------------------------------------------------
+
+void OpKernels::ce_fwd(const ops::CrossEntropy::Config& c, const float* logits, const Index* targets, float* loss,
+                       float* lse) {
+  launch::ce_fwd(c.rows, c.vocab, logits, targets, loss, lse);
+}
+
+void OpKernels::ce_bwd(const ops::CrossEntropy::Config& c, const float* logits, const Index* targets,
+                       const float* lse, const float* dloss, float* dlogits) {
+  launch::ce_bwd(c.rows, c.vocab, logits, targets, lse, dloss, dlogits);
+}
+
+void OpKernels::add_into(std::size_t n, float* acc, const float* x) { launch::add_into(n, acc, x); }
+
+}  // namespace lockstep::cuda
