@@ -1,0 +1,767 @@
+// Causal attention on the device: ops::Attention's float expression
+// (ops/attention.hpp), bit for bit with cpu::OpKernels (backend/cpu/attention.cpp).
+//
+// Every output cell is one chain in the spec's order; the threads only decide
+// who computes which chain:
+//   * a score s_ij is one thread's fma chain over d ascending (acc = +0),
+//     then canonical NaN, then · scale;
+//   * the online softmax walks 64-key blocks from key 0; a row's block max and
+//     its l = l + p run on one thread in key order; p = exp(s - m) on any thread;
+//   * acc_d (forward), dq_d: one thread per (row, d) cell, keys ascending;
+//   * dk_d, dv_d: one thread per (key, d) cell, heads of the group ascending,
+//     then queries ascending. No atomics: each chain has one owner.
+// The backward recomputes P from lse (no T×T matrix in memory): the dk/dv
+// kernel and the dq kernel each recompute the scores and dP of their tiles.
+//
+// Tiled kernels (key_block 64, head_dim <= 128): a CTA of 256 threads owns 64
+// queries (forward, dq) or 64 keys (dk, dv); Q/K/V/dO tiles in shared memory;
+// a thread owns a 4×4 patch of the 64×64 score tile and 4 rows × DC d-cells
+// (d = tx + 16u) of the accumulators. Other shapes run the one-thread-per-cell
+// kernels (the same expression, slow, for odd key blocks and head sizes).
+//
+// The macros below are the CUDA spellings; a host emulator (thread per lane,
+// barrier per CTA) can define them before including this file.
+#include "lockstep/backend/cuda/attention_launch.hpp"
+
+#include <cstdint>
+#include <stdexcept>
+
+#include "lockstep/backend/cuda/device.hpp"
+#include "lockstep/backend/cuda/mutant.hpp"
+#include "lockstep/num/elementary.hpp"
+#include "lockstep/num/fp.hpp"
+#include "lockstep/num/reduce.hpp"
+
+#ifndef LS_SMEM
+#define LS_SMEM(name) extern __shared__ __align__(16) float name[]
+#define LS_LAUNCH(kernel, grid, block, smem, ...) kernel<<<grid, block, smem>>>(__VA_ARGS__)
+#define LS_SET_SMEM(kernel, bytes) cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes)
+#endif
+
+namespace lockstep::cuda::launch {
+namespace {
+
+using num::fma_rn;
+using num::reduce::canonical_nan;
+using i64 = long long;
+
+constexpr int kTile = 64;      // queries per tile = keys per block (the canonical key block)
+constexpr int kThreads = 256;  // 16 × 16
+constexpr int kPad = 68;       // row length of [64][64] tiles read as float4 (conflict-free columns)
+
+struct Args {
+  const float* q;
+  const float* k;
+  const float* v;
+  const float* o;     // forward output (backward input)
+  const float* lse;
+  const float* dout;
+  float* delta;       // D_i = dot_seq(dO_i, o_i), [B, Hq, T]
+  float* out_o;
+  float* out_lse;
+  float* dq;
+  float* dk;
+  float* dv;
+  int B, T, Hq, Hkv, Dh, rep, KB;
+  i64 ldq, ldkv;
+  float scale;   // dq, dk
+  float sscale;  // the scores' factor (== scale; 1 under the attention_drop_scale mutant)
+};
+
+__device__ __forceinline__ float mul(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ float add(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ float sub(float a, float b) { return __fsub_rn(a, b); }
+__device__ __forceinline__ float dvd(float a, float b) { return __fdiv_rn(a, b); }
+// ops::max2: a > b ? a : b (ties and NaN take b, as on the CPU).
+__device__ __forceinline__ float max2(float a, float b) { return a > b ? a : b; }
+__device__ __forceinline__ void unpack(const float4 v, float (&x)[4]) {
+  x[0] = v.x;
+  x[1] = v.y;
+  x[2] = v.z;
+  x[3] = v.w;
+}
+__device__ __forceinline__ float4 ld4(const float* p) { return *reinterpret_cast<const float4*>(p); }
+__device__ __forceinline__ void st4(float* p, float a, float b, float c, float d) {
+  float4 v;
+  v.x = a;
+  v.y = b;
+  v.z = c;
+  v.w = d;
+  *reinterpret_cast<float4*>(p) = v;
+}
+
+// Row pointers.
+__device__ __forceinline__ const float* qrow(const Args& a, int b, int t, int h) {
+  return a.q + (static_cast<i64>(b) * a.T + t) * a.ldq + static_cast<i64>(h) * a.Dh;
+}
+__device__ __forceinline__ i64 kvoff(const Args& a, int b, int t, int g) {
+  return (static_cast<i64>(b) * a.T + t) * a.ldkv + static_cast<i64>(g) * a.Dh;
+}
+__device__ __forceinline__ i64 ooff(const Args& a, int b, int t, int h) {
+  return ((static_cast<i64>(b) * a.T + t) * a.Hq + h) * a.Dh;
+}
+__device__ __forceinline__ i64 lseoff(const Args& a, int b, int h, int t) {
+  return (static_cast<i64>(b) * a.Hq + h) * a.T + t;
+}
+// s_ij = canonical_nan(dot_seq(q_i, k_j)) · sscale.
+__device__ __forceinline__ float score_of(const Args& a, const float* qi, const float* kj) {
+  return mul(num::reduce::dot_seq(qi, 1, kj, 1, static_cast<std::size_t>(a.Dh)), a.sscale);
+}
+
+// ===========================================================================
+// D_i = dot_seq(dO_i, o_i): one thread per (b, h, i).
+// ===========================================================================
+__global__ void delta_kernel(Args a) {
+  const i64 n = static_cast<i64>(a.B) * a.Hq * a.T;
+  const i64 idx = static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= n) return;
+  const int t = static_cast<int>(idx % a.T), h = static_cast<int>((idx / a.T) % a.Hq);
+  const int b = static_cast<int>(idx / (static_cast<i64>(a.T) * a.Hq));
+  const i64 off = ooff(a, b, t, h);
+  a.delta[idx] = num::reduce::dot_seq(a.dout + off, 1, a.o + off, 1, static_cast<std::size_t>(a.Dh));
+}
+
+// ===========================================================================
+// One thread per cell (any key block, any head size).
+// ===========================================================================
+__global__ void fwd_cell_kernel(Args a) {
+  const i64 n = static_cast<i64>(a.B) * a.Hq * a.T * a.Dh;
+  const i64 idx = static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= n) return;
+  const int d = static_cast<int>(idx % a.Dh);
+  const int i = static_cast<int>((idx / a.Dh) % a.T);
+  const int h = static_cast<int>((idx / (static_cast<i64>(a.Dh) * a.T)) % a.Hq);
+  const int b = static_cast<int>(idx / (static_cast<i64>(a.Dh) * a.T * a.Hq));
+  const int g = h / a.rep;
+  const float* qi = qrow(a, b, i, h);
+  float m = 0.0f, l = 0.0f, acc = 0.0f;
+  for (int j0 = 0; j0 <= i; j0 += a.KB) {
+    const int j1 = j0 + a.KB < i + 1 ? j0 + a.KB : i + 1;
+    float mb = score_of(a, qi, a.k + kvoff(a, b, j0, g));
+    for (int j = j0 + 1; j < j1; ++j) mb = max2(mb, score_of(a, qi, a.k + kvoff(a, b, j, g)));
+    if (j0 == 0) {
+      m = mb;
+    } else {
+      const float mn = max2(m, mb);
+      const float alpha = num::exp(sub(m, mn));
+      l = mul(l, alpha);
+      acc = mul(acc, alpha);
+      m = mn;
+    }
+    for (int j = j0; j < j1; ++j) {
+      const float p = num::exp(sub(score_of(a, qi, a.k + kvoff(a, b, j, g)), m));
+      l = add(l, p);
+      acc = fma_rn(p, a.v[kvoff(a, b, j, g) + d], acc);
+    }
+  }
+  a.out_o[ooff(a, b, i, h) + d] = dvd(acc, l);
+  if (d == 0) a.out_lse[lseoff(a, b, h, i)] = add(m, num::log(l));
+}
+
+// P_ij and dS_ij of query row i (head h) and key j.
+__device__ __forceinline__ void p_ds(const Args& a, int b, int h, int i, int j, float& p, float& ds) {
+  const int g = h / a.rep;
+  const float* qi = qrow(a, b, i, h);
+  const float* doi = a.dout + ooff(a, b, i, h);
+  p = num::exp(sub(score_of(a, qi, a.k + kvoff(a, b, j, g)), a.lse[lseoff(a, b, h, i)]));
+  const float dp = num::reduce::dot_seq(doi, 1, a.v + kvoff(a, b, j, g), 1, static_cast<std::size_t>(a.Dh));
+  ds = mul(p, sub(dp, a.delta[lseoff(a, b, h, i)]));
+}
+
+__global__ void dq_cell_kernel(Args a) {
+  const i64 n = static_cast<i64>(a.B) * a.Hq * a.T * a.Dh;
+  const i64 idx = static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= n) return;
+  const int d = static_cast<int>(idx % a.Dh);
+  const int i = static_cast<int>((idx / a.Dh) % a.T);
+  const int h = static_cast<int>((idx / (static_cast<i64>(a.Dh) * a.T)) % a.Hq);
+  const int b = static_cast<int>(idx / (static_cast<i64>(a.Dh) * a.T * a.Hq));
+  const int g = h / a.rep;
+  float acc = 0.0f;
+  for (int j = 0; j <= i; ++j) {
+    float p, ds;
+    p_ds(a, b, h, i, j, p, ds);
+    acc = fma_rn(ds, a.k[kvoff(a, b, j, g) + d], acc);
+  }
+  a.dq[(static_cast<i64>(b) * a.T + i) * a.ldq + static_cast<i64>(h) * a.Dh + d] = mul(acc, a.scale);
+}
+
+__global__ void dkdv_cell_kernel(Args a) {
+  const i64 n = static_cast<i64>(a.B) * a.Hkv * a.T * a.Dh;
+  const i64 idx = static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= n) return;
+  const int d = static_cast<int>(idx % a.Dh);
+  const int j = static_cast<int>((idx / a.Dh) % a.T);
+  const int g = static_cast<int>((idx / (static_cast<i64>(a.Dh) * a.T)) % a.Hkv);
+  const int b = static_cast<int>(idx / (static_cast<i64>(a.Dh) * a.T * a.Hkv));
+  float ak = 0.0f, av = 0.0f;
+  for (int r = 0; r < a.rep; ++r) {
+    const int h = g * a.rep + r;
+    for (int i = j; i < a.T; ++i) {
+      float p, ds;
+      p_ds(a, b, h, i, j, p, ds);
+      ak = fma_rn(ds, qrow(a, b, i, h)[d], ak);
+      av = fma_rn(p, a.dout[ooff(a, b, i, h) + d], av);
+    }
+  }
+  const i64 off = kvoff(a, b, j, g) + d;
+  a.dk[off] = mul(ak, a.scale);
+  a.dv[off] = av;
+}
+
+// ===========================================================================
+// Tiled forward. CTA: (query tile, head, batch), 256 threads (tx = tid % 16,
+// ty = tid / 16). Scores: rows 4ty + a, keys 4tx + c. Accumulators: rows
+// 4ty + a, d = tx + 16u (u < DC).
+// Shared: Qt [Dh][64], Kt [Dh][64] (transposed: float4 along rows/keys),
+// Vn [64][Dh], Ss [64][65] (scores, row-major for the row walks),
+// Pt [64 keys][64 rows], m, l, alpha [64].
+// ===========================================================================
+std::size_t fwd_smem_floats(int Dh) { return 192u * Dh + 64u * 65u + 64u * 64u + 3u * 64u; }
+
+template <int DC>
+__global__ void __launch_bounds__(kThreads) fwd_tiled_kernel(Args a) {
+  LS_SMEM(sm);
+  const int Dh = a.Dh, T = a.T;
+  float* Qt = sm;
+  float* Kt = Qt + Dh * kTile;
+  float* Vn = Kt + Dh * kTile;
+  float* Ss = Vn + kTile * Dh;
+  float* Pt = Ss + kTile * 65;
+  float* m_s = Pt + kTile * kTile;
+  float* l_s = m_s + kTile;
+  float* al_s = l_s + kTile;
+
+  const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
+  const int qb = static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x);  // long tiles first
+  const int h = blockIdx.y, b = blockIdx.z, g = h / a.rep;
+  const int i0 = qb * kTile;
+
+  for (int e = tid; e < kTile * Dh; e += kThreads) {
+    const int r = e & 63, d = e >> 6;
+    Qt[d * kTile + r] = i0 + r < T ? qrow(a, b, i0 + r, h)[d] : 0.0f;
+  }
+
+  float acc[4][DC];
+#pragma unroll
+  for (int r = 0; r < 4; ++r)
+#pragma unroll
+    for (int u = 0; u < DC; ++u) acc[r][u] = 0.0f;
+
+  for (int kb = 0; kb <= qb; ++kb) {
+    const int j0 = kb * kTile;
+    const bool diag = kb == qb;
+    __syncthreads();  // the previous block's readers of Kt, Vn, Pt are done
+    for (int e = tid; e < kTile * Dh; e += kThreads) {
+      const int c = e & 63, d = e >> 6;
+      Kt[d * kTile + c] = j0 + c < T ? a.k[kvoff(a, b, j0 + c, g) + d] : 0.0f;
+    }
+    for (int e = tid; e < kTile * Dh; e += kThreads) {
+      const int c = e / Dh, d = e - c * Dh;
+      Vn[e] = j0 + c < T ? a.v[kvoff(a, b, j0 + c, g) + d] : 0.0f;
+    }
+    __syncthreads();
+
+    // Scores of the 4×4 patch: chains over d ascending.
+    {
+      float s[4][4];
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) s[r][c] = 0.0f;
+      for (int d = 0; d < Dh; ++d) {
+        float qa[4], ka[4];
+        unpack(ld4(Qt + d * kTile + 4 * ty), qa);
+        unpack(ld4(Kt + d * kTile + 4 * tx), ka);
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) s[r][c] = fma_rn(qa[r], ka[c], s[r][c]);
+      }
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) Ss[(4 * ty + r) * 65 + 4 * tx + c] = mul(canonical_nan(s[r][c]), a.sscale);
+    }
+    __syncthreads();
+
+    // Row walk 1 (a thread per row): the block max in key order, the rescale.
+    if (tid < kTile) {
+      const int r = tid;
+      const int n = diag ? r + 1 : kTile;
+      const float* sr = Ss + r * 65;
+      float mb = sr[0];
+      for (int c = 1; c < n; ++c) mb = max2(mb, sr[c]);
+      if (kb == 0) {
+        m_s[r] = mb;
+        l_s[r] = 0.0f;
+      } else {
+        const float m = m_s[r];
+        const float mn = max2(m, mb);
+        const float alpha = num::exp(sub(m, mn));
+        al_s[r] = alpha;
+        l_s[r] = mul(l_s[r], alpha);
+        m_s[r] = mn;
+      }
+    }
+    __syncthreads();
+
+    // p = exp(s - m), every cell of the tile on its own thread.
+    for (int e = tid; e < kTile * kTile; e += kThreads) {
+      const int r = e & 63, c = e >> 6;
+      Pt[c * kTile + r] = (!diag || c <= r) ? num::exp(sub(Ss[r * 65 + c], m_s[r])) : 0.0f;
+    }
+    __syncthreads();
+
+    // Row walk 2: l = l + p in key order.
+    if (tid < kTile) {
+      const int r = tid;
+      const int n = diag ? r + 1 : kTile;
+      float l = l_s[r];
+      for (int c = 0; c < n; ++c) l = add(l, Pt[c * kTile + r]);
+      l_s[r] = l;
+    }
+    // acc = acc · alpha, then acc = fma(p_j, v_jd, acc), keys ascending.
+    if (kb > 0) {
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const float alpha = al_s[4 * ty + r];
+#pragma unroll
+        for (int u = 0; u < DC; ++u) acc[r][u] = mul(acc[r][u], alpha);
+      }
+    }
+    if (!diag) {
+      for (int c = 0; c < kTile; ++c) {
+        float p[4], vv[DC];
+        unpack(ld4(Pt + c * kTile + 4 * ty), p);
+#pragma unroll
+        for (int u = 0; u < DC; ++u) {
+          const int d = tx + 16 * u;
+          vv[u] = d < Dh ? Vn[c * Dh + d] : 0.0f;
+        }
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+#pragma unroll
+          for (int u = 0; u < DC; ++u) acc[r][u] = fma_rn(p[r], vv[u], acc[r][u]);
+      }
+    } else {
+      const int last = 4 * ty + 3;
+      for (int c = 0; c <= last; ++c) {
+        float p[4], vv[DC];
+        unpack(ld4(Pt + c * kTile + 4 * ty), p);
+#pragma unroll
+        for (int u = 0; u < DC; ++u) {
+          const int d = tx + 16 * u;
+          vv[u] = d < Dh ? Vn[c * Dh + d] : 0.0f;
+        }
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+          if (c <= 4 * ty + r) {
+#pragma unroll
+            for (int u = 0; u < DC; ++u) acc[r][u] = fma_rn(p[r], vv[u], acc[r][u]);
+          }
+      }
+    }
+  }
+  __syncthreads();
+
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    const int i = i0 + 4 * ty + r;
+    if (i >= T) continue;
+    const float l = l_s[4 * ty + r];
+    float* orow = a.out_o + ooff(a, b, i, h);
+#pragma unroll
+    for (int u = 0; u < DC; ++u) {
+      const int d = tx + 16 * u;
+      if (d < Dh) orow[d] = dvd(acc[r][u], l);
+    }
+  }
+  if (tid < kTile && i0 + tid < T) a.out_lse[lseoff(a, b, h, i0 + tid)] = add(m_s[tid], num::log(l_s[tid]));
+}
+
+// ===========================================================================
+// Tiled dk, dv. CTA: (key tile, kv head, batch). Scores transposed: keys
+// 4ty + a, queries tx + 16c. Accumulators: keys 4ty + a, d = tx + 16u.
+// Shared: Kt, Vt [Dh][64] (the CTA's keys, float4 along keys), Qn, dOn
+// [64][Dh + 1] (a query tile, padded rows), Ps, dSs [64 queries][68],
+// lse, D [64].
+// ===========================================================================
+std::size_t dkdv_smem_floats(int Dh) { return 128u * Dh + 128u * (Dh + 1) + 2u * 64u * kPad + 128u; }
+
+template <int DC>
+__global__ void __launch_bounds__(kThreads) dkdv_tiled_kernel(Args a) {
+  LS_SMEM(sm);
+  const int Dh = a.Dh, T = a.T, ldn = Dh + 1;
+  float* Kt = sm;
+  float* Vt = Kt + Dh * kTile;
+  float* Qn = Vt + Dh * kTile;
+  float* dOn = Qn + kTile * ldn;
+  float* Ps = dOn + kTile * ldn;  // offset 256·Dh + 128: a multiple of 4
+  float* dSs = Ps + kTile * kPad;
+  float* lse_s = dSs + kTile * kPad;
+  float* D_s = lse_s + kTile;
+
+  const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
+  const int j0 = static_cast<int>(blockIdx.x) * kTile;  // blockIdx 0 (the longest) first
+  const int g = blockIdx.y, b = blockIdx.z;
+
+  for (int e = tid; e < kTile * Dh; e += kThreads) {
+    const int c = e & 63, d = e >> 6;
+    const bool in = j0 + c < T;
+    Kt[d * kTile + c] = in ? a.k[kvoff(a, b, j0 + c, g) + d] : 0.0f;
+    Vt[d * kTile + c] = in ? a.v[kvoff(a, b, j0 + c, g) + d] : 0.0f;
+  }
+
+  float ak[4][DC], av[4][DC];
+#pragma unroll
+  for (int r = 0; r < 4; ++r)
+#pragma unroll
+    for (int u = 0; u < DC; ++u) ak[r][u] = av[r][u] = 0.0f;
+
+  for (int rr = 0; rr < a.rep; ++rr) {
+    const int h = g * a.rep + rr;
+    for (int i0 = j0; i0 < T; i0 += kTile) {
+      const bool diag = i0 == j0;
+      const int nq = T - i0 < kTile ? T - i0 : kTile;
+      __syncthreads();  // the previous tile's readers are done
+      for (int e = tid; e < kTile * Dh; e += kThreads) {
+        const int r = e / Dh, d = e - r * Dh;
+        const bool in = r < nq;
+        Qn[r * ldn + d] = in ? qrow(a, b, i0 + r, h)[d] : 0.0f;
+        dOn[r * ldn + d] = in ? a.dout[ooff(a, b, i0 + r, h) + d] : 0.0f;
+      }
+      if (tid < kTile) {
+        const bool in = tid < nq;
+        lse_s[tid] = in ? a.lse[lseoff(a, b, h, i0 + tid)] : 0.0f;
+        D_s[tid] = in ? a.delta[lseoff(a, b, h, i0 + tid)] : 0.0f;
+      }
+      __syncthreads();
+
+      // s (q·k) and dP (dO·v) of keys 4ty + r, queries tx + 16c; then P, dS.
+      {
+        float s[4][4], dp[4][4];
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) s[r][c] = dp[r][c] = 0.0f;
+        for (int d = 0; d < Dh; ++d) {
+          float ka[4], va[4], qa[4], oa[4];
+          unpack(ld4(Kt + d * kTile + 4 * ty), ka);
+          unpack(ld4(Vt + d * kTile + 4 * ty), va);
+#pragma unroll
+          for (int c = 0; c < 4; ++c) {
+            qa[c] = Qn[(tx + 16 * c) * ldn + d];
+            oa[c] = dOn[(tx + 16 * c) * ldn + d];
+          }
+#pragma unroll
+          for (int r = 0; r < 4; ++r)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) {
+              s[r][c] = fma_rn(qa[c], ka[r], s[r][c]);
+              dp[r][c] = fma_rn(oa[c], va[r], dp[r][c]);
+            }
+        }
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const int qi = tx + 16 * c;
+          const float ls = lse_s[qi], Di = D_s[qi];
+          float p[4], ds[4];
+#pragma unroll
+          for (int r = 0; r < 4; ++r) {
+            p[r] = num::exp(sub(mul(canonical_nan(s[r][c]), a.sscale), ls));
+            ds[r] = mul(p[r], sub(canonical_nan(dp[r][c]), Di));
+          }
+          st4(Ps + qi * kPad + 4 * ty, p[0], p[1], p[2], p[3]);
+          st4(dSs + qi * kPad + 4 * ty, ds[0], ds[1], ds[2], ds[3]);
+        }
+      }
+      __syncthreads();
+
+      // dk_j += dS_ij · q_i, dv_j += P_ij · dO_i, queries ascending (i >= j).
+      const int first = diag ? 4 * ty : 0;
+      for (int qi = first; qi < nq; ++qi) {
+        float p[4], ds[4], qd[DC], od[DC];
+        unpack(ld4(Ps + qi * kPad + 4 * ty), p);
+        unpack(ld4(dSs + qi * kPad + 4 * ty), ds);
+#pragma unroll
+        for (int u = 0; u < DC; ++u) {
+          const int d = tx + 16 * u;
+          qd[u] = d < Dh ? Qn[qi * ldn + d] : 0.0f;
+          od[u] = d < Dh ? dOn[qi * ldn + d] : 0.0f;
+        }
+        if (!diag || qi >= 4 * ty + 3) {
+#pragma unroll
+          for (int r = 0; r < 4; ++r)
+#pragma unroll
+            for (int u = 0; u < DC; ++u) {
+              ak[r][u] = fma_rn(ds[r], qd[u], ak[r][u]);
+              av[r][u] = fma_rn(p[r], od[u], av[r][u]);
+            }
+        } else {
+#pragma unroll
+          for (int r = 0; r < 4; ++r)
+            if (qi >= 4 * ty + r) {
+#pragma unroll
+              for (int u = 0; u < DC; ++u) {
+                ak[r][u] = fma_rn(ds[r], qd[u], ak[r][u]);
+                av[r][u] = fma_rn(p[r], od[u], av[r][u]);
+              }
+            }
+        }
+      }
+    }
+  }
+
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    const int j = j0 + 4 * ty + r;
+    if (j >= T) continue;
+    const i64 off = kvoff(a, b, j, g);
+#pragma unroll
+    for (int u = 0; u < DC; ++u) {
+      const int d = tx + 16 * u;
+      if (d < Dh) {
+        a.dk[off + d] = mul(ak[r][u], a.scale);
+        a.dv[off + d] = av[r][u];
+      }
+    }
+  }
+}
+
+// ===========================================================================
+// Tiled dq. CTA: (query tile, head, batch). Scores: queries 4ty + a, keys
+// tx + 16c. Accumulators: queries 4ty + a, d = tx + 16u.
+// Shared: Qt, dOt [Dh][64] (float4 along queries), Kn, Vn [64][Dh + 1] (a
+// key block, padded rows), dSt [64 keys][68], lse, D [64].
+// ===========================================================================
+std::size_t dq_smem_floats(int Dh) { return 128u * Dh + 128u * (Dh + 1) + 64u * kPad + 128u; }
+
+template <int DC>
+__global__ void __launch_bounds__(kThreads) dq_tiled_kernel(Args a) {
+  LS_SMEM(sm);
+  const int Dh = a.Dh, T = a.T, ldn = Dh + 1;
+  float* Qt = sm;
+  float* dOt = Qt + Dh * kTile;
+  float* Kn = dOt + Dh * kTile;
+  float* Vn = Kn + kTile * ldn;
+  float* dSt = Vn + kTile * ldn;  // offset 256·Dh + 128
+  float* lse_s = dSt + kTile * kPad;
+  float* D_s = lse_s + kTile;
+
+  const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
+  const int qb = static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x);  // long tiles first
+  const int h = blockIdx.y, b = blockIdx.z, g = h / a.rep;
+  const int i0 = qb * kTile;
+
+  for (int e = tid; e < kTile * Dh; e += kThreads) {
+    const int r = e & 63, d = e >> 6;
+    const bool in = i0 + r < T;
+    Qt[d * kTile + r] = in ? qrow(a, b, i0 + r, h)[d] : 0.0f;
+    dOt[d * kTile + r] = in ? a.dout[ooff(a, b, i0 + r, h) + d] : 0.0f;
+  }
+  if (tid < kTile) {
+    const bool in = i0 + tid < T;
+    lse_s[tid] = in ? a.lse[lseoff(a, b, h, i0 + tid)] : 0.0f;
+    D_s[tid] = in ? a.delta[lseoff(a, b, h, i0 + tid)] : 0.0f;
+  }
+
+  float acc[4][DC];
+#pragma unroll
+  for (int r = 0; r < 4; ++r)
+#pragma unroll
+    for (int u = 0; u < DC; ++u) acc[r][u] = 0.0f;
+
+  for (int kb = 0; kb <= qb; ++kb) {
+    const int j0 = kb * kTile;
+    const bool diag = kb == qb;
+    __syncthreads();
+    for (int e = tid; e < kTile * Dh; e += kThreads) {
+      const int c = e / Dh, d = e - c * Dh;
+      const bool in = j0 + c < T;
+      Kn[c * ldn + d] = in ? a.k[kvoff(a, b, j0 + c, g) + d] : 0.0f;
+      Vn[c * ldn + d] = in ? a.v[kvoff(a, b, j0 + c, g) + d] : 0.0f;
+    }
+    __syncthreads();
+
+    {
+      float s[4][4], dp[4][4];
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) s[r][c] = dp[r][c] = 0.0f;
+      for (int d = 0; d < Dh; ++d) {
+        float qa[4], oa[4], ka[4], va[4];
+        unpack(ld4(Qt + d * kTile + 4 * ty), qa);
+        unpack(ld4(dOt + d * kTile + 4 * ty), oa);
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          ka[c] = Kn[(tx + 16 * c) * ldn + d];
+          va[c] = Vn[(tx + 16 * c) * ldn + d];
+        }
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) {
+            s[r][c] = fma_rn(qa[r], ka[c], s[r][c]);
+            dp[r][c] = fma_rn(oa[r], va[c], dp[r][c]);
+          }
+      }
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int kc = tx + 16 * c;
+        float ds[4];
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          const int qi = 4 * ty + r;
+          const float p = num::exp(sub(mul(canonical_nan(s[r][c]), a.sscale), lse_s[qi]));
+          ds[r] = mul(p, sub(canonical_nan(dp[r][c]), D_s[qi]));
+        }
+        st4(dSt + kc * kPad + 4 * ty, ds[0], ds[1], ds[2], ds[3]);
+      }
+    }
+    __syncthreads();
+
+    // dq_i += dS_ij · k_j, keys ascending (j <= i).
+    const int last = diag ? 4 * ty + 3 : kTile - 1;
+    for (int c = 0; c <= last; ++c) {
+      float ds[4], kd[DC];
+      unpack(ld4(dSt + c * kPad + 4 * ty), ds);
+#pragma unroll
+      for (int u = 0; u < DC; ++u) {
+        const int d = tx + 16 * u;
+        kd[u] = d < Dh ? Kn[c * ldn + d] : 0.0f;
+      }
+      if (!diag || c <= 4 * ty) {
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+#pragma unroll
+          for (int u = 0; u < DC; ++u) acc[r][u] = fma_rn(ds[r], kd[u], acc[r][u]);
+      } else {
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+          if (c <= 4 * ty + r) {
+#pragma unroll
+            for (int u = 0; u < DC; ++u) acc[r][u] = fma_rn(ds[r], kd[u], acc[r][u]);
+          }
+      }
+    }
+  }
+
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    const int i = i0 + 4 * ty + r;
+    if (i >= T) continue;
+    float* dqr = a.dq + (static_cast<i64>(b) * T + i) * a.ldq + static_cast<i64>(h) * Dh;
+#pragma unroll
+    for (int u = 0; u < DC; ++u) {
+      const int d = tx + 16 * u;
+      if (d < Dh) dqr[d] = mul(acc[r][u], a.scale);
+    }
+  }
+}
+
+// ===========================================================================
+// Launch helpers.
+// ===========================================================================
+Args args_of(const AttentionShape& s) {
+  if (s.kv_heads == 0 || s.q_heads % s.kv_heads != 0)
+    throw std::invalid_argument("attention: kv_heads must divide q_heads");
+  if (s.key_block == 0) throw std::invalid_argument("attention: key_block must be > 0");
+  Args a{};
+  a.B = static_cast<int>(s.batch);
+  a.T = static_cast<int>(s.seq);
+  a.Hq = static_cast<int>(s.q_heads);
+  a.Hkv = static_cast<int>(s.kv_heads);
+  a.Dh = static_cast<int>(s.head_dim);
+  a.rep = a.Hq / a.Hkv;
+  a.KB = static_cast<int>(s.key_block);
+  a.ldq = static_cast<i64>(s.ldq);
+  a.ldkv = static_cast<i64>(s.ldkv);
+  a.scale = s.scale;
+  a.sscale = mutant() == Mutant::attention_drop_scale ? 1.0f : s.scale;
+  return a;
+}
+
+unsigned blocks_for(i64 n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
+
+template <int DC>
+void fwd_tiled(const Args& a) {
+  const int bytes = static_cast<int>(fwd_smem_floats(a.Dh) * sizeof(float));
+  LS_SET_SMEM(fwd_tiled_kernel<DC>, bytes);
+  const dim3 grid(static_cast<unsigned>((a.T + kTile - 1) / kTile), static_cast<unsigned>(a.Hq),
+                  static_cast<unsigned>(a.B));
+  LS_LAUNCH(fwd_tiled_kernel<DC>, grid, dim3(kThreads), bytes, a);
+}
+
+template <int DC>
+void bwd_tiled(const Args& a) {
+  const unsigned tiles = static_cast<unsigned>((a.T + kTile - 1) / kTile);
+  const int kv_bytes = static_cast<int>(dkdv_smem_floats(a.Dh) * sizeof(float));
+  LS_SET_SMEM(dkdv_tiled_kernel<DC>, kv_bytes);
+  LS_LAUNCH(dkdv_tiled_kernel<DC>, dim3(tiles, static_cast<unsigned>(a.Hkv), static_cast<unsigned>(a.B)),
+            dim3(kThreads), kv_bytes, a);
+  check_launch("attention_bwd (dk, dv)");
+  const int q_bytes = static_cast<int>(dq_smem_floats(a.Dh) * sizeof(float));
+  LS_SET_SMEM(dq_tiled_kernel<DC>, q_bytes);
+  LS_LAUNCH(dq_tiled_kernel<DC>, dim3(tiles, static_cast<unsigned>(a.Hq), static_cast<unsigned>(a.B)),
+            dim3(kThreads), q_bytes, a);
+}
+
+}  // namespace
+
+bool attention_tiled(const AttentionShape& s) { return s.key_block == kTile && s.head_dim >= 1 && s.head_dim <= 128; }
+
+void attention_fwd(const AttentionShape& s, const float* q, const float* k, const float* v, float* o, float* lse) {
+  Args a = args_of(s);
+  if (a.B == 0 || a.T == 0 || a.Hq == 0 || a.Dh == 0) return;
+  a.q = q;
+  a.k = k;
+  a.v = v;
+  a.out_o = o;
+  a.out_lse = lse;
+  if (attention_tiled(s)) {
+    if (a.Dh <= 16) fwd_tiled<1>(a);
+    else if (a.Dh <= 32) fwd_tiled<2>(a);
+    else if (a.Dh <= 64) fwd_tiled<4>(a);
+    else fwd_tiled<8>(a);
+  } else {
+    const i64 n = static_cast<i64>(a.B) * a.Hq * a.T * a.Dh;
+    LS_LAUNCH(fwd_cell_kernel, dim3(blocks_for(n)), dim3(kThreads), 0, a);
+  }
+  check_launch("attention_fwd");
+}
+
+void attention_bwd(const AttentionShape& s, const float* q, const float* k, const float* v, const float* o,
+                   const float* lse, const float* dout, float* dq, float* dk, float* dv, float* delta) {
+  Args a = args_of(s);
+  if (a.B == 0 || a.T == 0 || a.Hq == 0 || a.Dh == 0) return;
+  a.q = q;
+  a.k = k;
+  a.v = v;
+  a.o = o;
+  a.lse = lse;
+  a.dout = dout;
+  a.delta = delta;
+  a.dq = dq;
+  a.dk = dk;
+  a.dv = dv;
+  const i64 rows = static_cast<i64>(a.B) * a.Hq * a.T;
+  LS_LAUNCH(delta_kernel, dim3(blocks_for(rows)), dim3(kThreads), 0, a);
+  check_launch("attention_bwd (D)");
+  if (attention_tiled(s)) {
+    if (a.Dh <= 16) bwd_tiled<1>(a);
+    else if (a.Dh <= 32) bwd_tiled<2>(a);
+    else if (a.Dh <= 64) bwd_tiled<4>(a);
+    else bwd_tiled<8>(a);
+  } else {
+    const i64 nq = static_cast<i64>(a.B) * a.Hq * a.T * a.Dh;
+    const i64 nkv = static_cast<i64>(a.B) * a.Hkv * a.T * a.Dh;
+    LS_LAUNCH(dkdv_cell_kernel, dim3(blocks_for(nkv)), dim3(kThreads), 0, a);
+    check_launch("attention_bwd (dk, dv)");
+    LS_LAUNCH(dq_cell_kernel, dim3(blocks_for(nq)), dim3(kThreads), 0, a);
+  }
+  check_launch("attention_bwd");
+}
+
+}  // namespace lockstep::cuda::launch

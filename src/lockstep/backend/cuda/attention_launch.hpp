@@ -1,0 +1,34 @@
+// Launchers of the causal attention kernels (attention.cu), callable from g++
+// code (ops_attention.cpp). Plain pointers and sizes only: nvcc never sees the
+// op headers.
+//
+// Layout (ops/attention.hpp): q row (b, t, h) at q + (b·T + t)·ldq + h·Dh;
+// k and v rows (b, t, g) at + (b·T + t)·ldkv + g·Dh; o and dout contiguous
+// [B, T, Hq, Dh]; lse [B, Hq, T]. dq is written with q's stride ldq, dk and dv
+// with ldkv (GPT-2's fused q|k|v gradient buffer), cells between rows untouched.
+#pragma once
+
+#include <cstddef>
+
+namespace lockstep::cuda::launch {
+
+struct AttentionShape {
+  std::size_t batch = 0, seq = 0, q_heads = 0, kv_heads = 0, head_dim = 0;
+  std::size_t key_block = 64;  // the canonical online-softmax block
+  std::size_t ldq = 0, ldkv = 0;
+  float scale = 0.0f;  // ops::Attention::scale_of<float>, computed by the caller
+};
+
+// Which implementation a shape runs: the tiled kernels (key_block 64,
+// head_dim <= 128) or the one-thread-per-cell kernels (any other shape). Both
+// compute the same canonical expression.
+bool attention_tiled(const AttentionShape& s);
+
+// o, lse from q, k, v.
+void attention_fwd(const AttentionShape& s, const float* q, const float* k, const float* v, float* o, float* lse);
+
+// dq, dk, dv. `delta` is device scratch of batch·q_heads·seq floats (D_i).
+void attention_bwd(const AttentionShape& s, const float* q, const float* k, const float* v, const float* o,
+                   const float* lse, const float* dout, float* dq, float* dk, float* dv, float* delta);
+
+}  // namespace lockstep::cuda::launch

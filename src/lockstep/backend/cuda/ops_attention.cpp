@@ -1,0 +1,40 @@
+// cuda::OpKernels: causal attention, forward and backward (kernels:
+// attention.cu). The contract is cpu::OpKernels::attention_fwd/_bwd's, bit
+// for bit (ops/attention.hpp's float expression).
+#include "lockstep/backend/cuda/attention_launch.hpp"
+#include "lockstep/backend/cuda/ops.hpp"
+
+namespace lockstep::cuda {
+namespace {
+
+launch::AttentionShape shape_of(const ops::Attention::Config& c, std::size_t ldq, std::size_t ldkv) {
+  ops::Attention::validate(c);
+  launch::AttentionShape s;
+  s.batch = c.batch;
+  s.seq = c.seq;
+  s.q_heads = c.q_heads;
+  s.kv_heads = c.kv_heads;
+  s.head_dim = c.head_dim;
+  s.key_block = c.key_block;
+  s.ldq = ldq;
+  s.ldkv = ldkv;
+  s.scale = ops::Attention::scale_of<float>(c);
+  return s;
+}
+
+}  // namespace
+
+void OpKernels::attention_fwd(const ops::Attention::Config& c, const float* q, std::size_t ldq, const float* k,
+                              const float* v, std::size_t ldkv, float* o, float* lse) {
+  launch::attention_fwd(shape_of(c, ldq, ldkv), q, k, v, o, lse);
+}
+
+void OpKernels::attention_bwd(const ops::Attention::Config& c, const float* q, std::size_t ldq, const float* k,
+                              const float* v, std::size_t ldkv, const float* o, const float* lse, const float* dout,
+                              float* dq, float* dk, float* dv) {
+  // D_i = dot_seq(dO_i, o_i) of every (batch, head, query): the kernels' scratch.
+  scratch_.resize(c.batch * c.q_heads * c.seq);
+  launch::attention_bwd(shape_of(c, ldq, ldkv), q, k, v, o, lse, dout, dq, dk, dv, scratch_.data());
+}
+
+}  // namespace lockstep::cuda
