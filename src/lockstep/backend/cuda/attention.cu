@@ -5,8 +5,10 @@
 // who computes which chain:
 //   * a score s_ij is one thread's fma chain over d ascending (acc = +0),
 //     then canonical NaN, then · scale;
-//   * the online softmax walks 64-key blocks from key 0; a row's block max and
-//     its l = l + p run on one thread in key order; p = exp(s - m) on any thread;
+//   * the online softmax walks 64-key blocks from key 0; a row's block max is
+//     ops::max2's fold in key order (joined across lanes by an exact
+//     associative form of that fold), its l = l + p runs on one thread in key
+//     order; p = exp(s - m) on the thread that holds s;
 //   * acc_d (forward), dq_d: one thread per (row, d) cell, keys ascending;
 //   * dk_d, dv_d: one thread per (key, d) cell, heads of the group ascending,
 //     then queries ascending. No atomics: each chain has one owner.
