@@ -5,8 +5,10 @@
 // who computes which chain:
 //   * a score s_ij is one thread's fma chain over d ascending (acc = +0),
 //     then canonical NaN, then · scale;
-//   * the online softmax walks 64-key blocks from key 0; a row's block max and
-//     its l = l + p run on one thread in key order; p = exp(s - m) on any thread;
+//   * the online softmax walks 64-key blocks from key 0; a row's block max is
+//     ops::max2's fold in key order (joined across lanes by an exact
+//     associative form of that fold), its l = l + p runs on one thread in key
+//     order; p = exp(s - m) on the thread that holds s;
 //   * acc_d (forward), dq_d: one thread per (row, d) cell, keys ascending;
 //   * dk_d, dv_d: one thread per (key, d) cell, heads of the group ascending,
 //     then queries ascending. No atomics: each chain has one owner.
@@ -211,28 +213,83 @@ __global__ void dkdv_cell_kernel(Args a) {
 
 // ===========================================================================
 // Tiled forward. CTA: (query tile, head, batch), 256 threads (tx = tid % 16,
-// ty = tid / 16). Scores: rows 4ty + a, keys 4tx + c. Accumulators: rows
-// 4ty + a, d = tx + 16u (u < DC).
+// ty = tid / 16; a row's 16 score lanes are one half-warp).
+//   * scores: rows 4ty + a, keys 4tx + c, chains over d in registers;
+//   * the block max of a row: each lane folds its 4 keys in order, then the
+//     16 lanes' folds are joined in key order by a shuffle butterfly (the
+//     fold's join is associative, see BlockMax); every lane gets the row's m;
+//   * p = exp(s - m) in registers, to Pt [64 keys][64 rows] (XOR-swizzled
+//     float4 slots: conflict-free writes by key, reads by row);
+//   * l = l·alpha + p_j (keys ascending): one thread per row, beside p·V;
+//   * acc: rows 4ty + a, d = DC consecutive cells from DC·tx (DC <= 4) or
+//     4tx + {0..3} and 64 + 4tx + {0..3} (DC = 8); V rows as float4.
 // Shared: Qt [Dh][64], Kt [Dh][64] (transposed: float4 along rows/keys),
-// Vn [64][Dh], Ss [64][65] (scores, row-major for the row walks),
-// Pt [64 keys][64 rows], m, l, alpha [64].
+// Vn [64][ldv] (ldv = Dh rounded up to 4), Pt [64][64], l, alpha, m [64].
 // ===========================================================================
-std::size_t fwd_smem_floats(int Dh) { return 192u * Dh + 64u * 65u + 64u * 64u + 3u * 64u; }
+__host__ __device__ inline int ldv_of(int Dh) { return (Dh + 3) & ~3; }
+std::size_t fwd_smem_floats(int Dh) {
+  return 128u * Dh + 64u * static_cast<unsigned>(ldv_of(Dh)) + 64u * 64u + 3u * 64u;
+}
+
+// ops::max2's left fold over a key block, mb = s_0; mb = max2(mb, s_j), as a
+// join of contiguous segments. A segment maps the incoming mb to
+//   ident: mb (no key);  open v: mb > v ? mb : v (v = the segment's own fold);
+//   closed v: v whatever mb was (the segment holds the block's first key, or a
+//   NaN, after which the fold restarts: max2(NaN, s) = s).
+// join(L, R) = R if R is closed or L is ident; L if R is ident; else
+// (L's kind, L.v > R.v ? L.v : R.v) — the composition of the two maps.
+struct BlockMax {
+  int kind;  // 0 ident, 1 open, 2 closed
+  float v;
+};
+__device__ __forceinline__ BlockMax join(BlockMax l, BlockMax r) {
+  if (r.kind == 0) return l;
+  if (l.kind == 0 || r.kind == 2) return r;
+  return {l.kind, l.v > r.v ? l.v : r.v};
+}
+
+// The DC accumulator columns of lane tx: d_of(tx, u).
+template <int DC>
+__device__ __forceinline__ int d_of(int tx, int u) {
+  if constexpr (DC <= 4) return DC * tx + u;
+  else return 64 * (u >> 2) + 4 * tx + (u & 3);
+}
+// Row c of Vn, the lane's DC cells (ldv is a multiple of 4; cells past Dh are
+// padding and feed only accumulators that are never stored).
+template <int DC>
+__device__ __forceinline__ void load_v(const float* row, int tx, float (&vv)[DC]) {
+  if constexpr (DC == 1) {
+    vv[0] = row[tx];
+  } else if constexpr (DC == 2) {
+    const float2 t = *reinterpret_cast<const float2*>(row + 2 * tx);
+    vv[0] = t.x;
+    vv[1] = t.y;
+  } else {
+#pragma unroll
+    for (int h = 0; h < DC / 4; ++h) {
+      float x[4];
+      unpack(ld4(row + 64 * h + 4 * tx), x);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) vv[4 * h + e] = x[e];
+    }
+  }
+}
+// Pt's float4 slot of rows 4·g .. 4·g + 3 at key c.
+__device__ __forceinline__ int pt_at(int c, int g) { return c * kTile + 4 * (g ^ ((c >> 2) & 15)); }
 
 template <int DC>
-__global__ void __launch_bounds__(kThreads) fwd_tiled_kernel(Args a) {
+__global__ void __launch_bounds__(kThreads, DC <= 4 ? 3 : 1) fwd_tiled_kernel(Args a) {
   LS_SMEM(sm);
-  const int Dh = a.Dh, T = a.T;
+  const int Dh = a.Dh, T = a.T, ldv = ldv_of(Dh);
   float* Qt = sm;
   float* Kt = Qt + Dh * kTile;
   float* Vn = Kt + Dh * kTile;
-  float* Ss = Vn + kTile * Dh;
-  float* Pt = Ss + kTile * 65;
-  float* m_s = Pt + kTile * kTile;
-  float* l_s = m_s + kTile;
+  float* Pt = Vn + kTile * ldv;
+  float* l_s = Pt + kTile * kTile;
   float* al_s = l_s + kTile;
+  float* m_s = al_s + kTile;
 
-  const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
+  const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4, half = tid & 16;
   const int qb = static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x);  // long tiles first
   const int h = blockIdx.y, b = blockIdx.z, g = h / a.rep;
   const int i0 = qb * kTile;
@@ -242,11 +299,13 @@ __global__ void __launch_bounds__(kThreads) fwd_tiled_kernel(Args a) {
     Qt[d * kTile + r] = i0 + r < T ? qrow(a, b, i0 + r, h)[d] : 0.0f;
   }
 
-  float acc[4][DC];
+  float acc[4][DC], m[4];
 #pragma unroll
-  for (int r = 0; r < 4; ++r)
+  for (int r = 0; r < 4; ++r) {
+    m[r] = 0.0f;
 #pragma unroll
     for (int u = 0; u < DC; ++u) acc[r][u] = 0.0f;
+  }
 
   for (int kb = 0; kb <= qb; ++kb) {
     const int j0 = kb * kTile;
@@ -256,104 +315,107 @@ __global__ void __launch_bounds__(kThreads) fwd_tiled_kernel(Args a) {
       const int c = e & 63, d = e >> 6;
       Kt[d * kTile + c] = j0 + c < T ? a.k[kvoff(a, b, j0 + c, g) + d] : 0.0f;
     }
-    for (int e = tid; e < kTile * Dh; e += kThreads) {
-      const int c = e / Dh, d = e - c * Dh;
-      Vn[e] = j0 + c < T ? a.v[kvoff(a, b, j0 + c, g) + d] : 0.0f;
+    for (int e = tid; e < kTile * ldv; e += kThreads) {
+      const int c = e / ldv, d = e - c * ldv;
+      Vn[e] = j0 + c < T && d < Dh ? a.v[kvoff(a, b, j0 + c, g) + d] : 0.0f;
     }
     __syncthreads();
 
     // Scores of the 4×4 patch: chains over d ascending.
-    {
-      float s[4][4];
+    float s[4][4];
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) s[r][c] = 0.0f;
+    for (int d = 0; d < Dh; ++d) {
+      float qa[4], ka[4];
+      unpack(ld4(Qt + d * kTile + 4 * ty), qa);
+      unpack(ld4(Kt + d * kTile + 4 * tx), ka);
 #pragma unroll
       for (int r = 0; r < 4; ++r)
 #pragma unroll
-        for (int c = 0; c < 4; ++c) s[r][c] = 0.0f;
-      for (int d = 0; d < Dh; ++d) {
-        float qa[4], ka[4];
-        unpack(ld4(Qt + d * kTile + 4 * ty), qa);
-        unpack(ld4(Kt + d * kTile + 4 * tx), ka);
+        for (int c = 0; c < 4; ++c) s[r][c] = fma_rn(qa[r], ka[c], s[r][c]);
+    }
+
+    // The block max of each row (keys j0 .. min(j0 + 63, i)), the new m, alpha.
+    float alpha[4];
 #pragma unroll
-        for (int r = 0; r < 4; ++r)
+    for (int r = 0; r < 4; ++r) {
+      BlockMax f{0, 0.0f};
 #pragma unroll
-          for (int c = 0; c < 4; ++c) s[r][c] = fma_rn(qa[r], ka[c], s[r][c]);
+      for (int c = 0; c < 4; ++c) {
+        s[r][c] = mul(canonical_nan(s[r][c]), a.sscale);
+        const int key = 4 * tx + c;
+        if (!diag || key <= 4 * ty + r) {
+          const bool closed = key == 0 || s[r][c] != s[r][c];
+          f = join(f, BlockMax{closed ? 2 : 1, s[r][c]});
+        }
       }
 #pragma unroll
-      for (int r = 0; r < 4; ++r)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) Ss[(4 * ty + r) * 65 + 4 * tx + c] = mul(canonical_nan(s[r][c]), a.sscale);
-    }
-    __syncthreads();
-
-    // Row walk 1 (a thread per row): the block max in key order, the rescale.
-    if (tid < kTile) {
-      const int r = tid;
-      const int n = diag ? r + 1 : kTile;
-      const float* sr = Ss + r * 65;
-      float mb = sr[0];
-      for (int c = 1; c < n; ++c) mb = max2(mb, sr[c]);
+      for (int off = 1; off < 16; off <<= 1) {
+        const BlockMax o{__shfl_xor_sync(0xffffffffu, f.kind, off), __shfl_xor_sync(0xffffffffu, f.v, off)};
+        f = (tx & off) ? join(o, f) : join(f, o);
+      }
+      const float mb = f.v;
+      alpha[r] = 1.0f;
       if (kb == 0) {
-        m_s[r] = mb;
-        l_s[r] = 0.0f;
+        m[r] = mb;
       } else {
-        const float m = m_s[r];
-        const float mn = max2(m, mb);
-        const float alpha = num::exp(sub(m, mn));
-        al_s[r] = alpha;
-        l_s[r] = mul(l_s[r], alpha);
-        m_s[r] = mn;
+        const float mn = max2(m[r], mb);
+        alpha[r] = sub(m[r], mn);  // the exponent; exp below, one row per lane
+        m[r] = mn;
       }
     }
-    __syncthreads();
+    if (kb > 0) {
+      // alpha_r = exp(m_old - m_new): lane tx computes row tx & 3, then shares.
+      const int mine = tx & 3;
+      const float x = mine == 0 ? alpha[0] : mine == 1 ? alpha[1] : mine == 2 ? alpha[2] : alpha[3];
+      const float e = num::exp(x);
+#pragma unroll
+      for (int r = 0; r < 4; ++r) alpha[r] = __shfl_sync(0xffffffffu, e, half + r);
+      if (tx == 0) {
+#pragma unroll
+        for (int r = 0; r < 4; ++r) al_s[4 * ty + r] = alpha[r];
+      }
+    }
 
-    // p = exp(s - m), every cell of the tile on its own thread.
-    for (int e = tid; e < kTile * kTile; e += kThreads) {
-      const int r = e & 63, c = e >> 6;
-      Pt[c * kTile + r] = (!diag || c <= r) ? num::exp(sub(Ss[r * 65 + c], m_s[r])) : 0.0f;
+    // p = exp(s - m) to Pt (cells past the causal edge: 0, never read).
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const int key = 4 * tx + c;
+      float p[4];
+#pragma unroll
+      for (int r = 0; r < 4; ++r) p[r] = (!diag || key <= 4 * ty + r) ? num::exp(sub(s[r][c], m[r])) : 0.0f;
+      st4(Pt + pt_at(key, ty), p[0], p[1], p[2], p[3]);
     }
     __syncthreads();
 
-    // Row walk 2: l = l + p in key order.
+    // l = l·alpha, then l = l + p_j in key order: a thread per row.
     if (tid < kTile) {
       const int r = tid;
       const int n = diag ? r + 1 : kTile;
-      float l = l_s[r];
-      for (int c = 0; c < n; ++c) l = add(l, Pt[c * kTile + r]);
+      float l = kb == 0 ? 0.0f : mul(l_s[r], al_s[r]);
+      for (int c = 0; c < n; ++c) l = add(l, Pt[pt_at(c, r >> 2) + (r & 3)]);
       l_s[r] = l;
     }
     // acc = acc · alpha, then acc = fma(p_j, v_jd, acc), keys ascending.
     if (kb > 0) {
 #pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const float alpha = al_s[4 * ty + r];
+      for (int r = 0; r < 4; ++r)
 #pragma unroll
-        for (int u = 0; u < DC; ++u) acc[r][u] = mul(acc[r][u], alpha);
-      }
+        for (int u = 0; u < DC; ++u) acc[r][u] = mul(acc[r][u], alpha[r]);
     }
-    if (!diag) {
-      for (int c = 0; c < kTile; ++c) {
-        float p[4], vv[DC];
-        unpack(ld4(Pt + c * kTile + 4 * ty), p);
-#pragma unroll
-        for (int u = 0; u < DC; ++u) {
-          const int d = tx + 16 * u;
-          vv[u] = d < Dh ? Vn[c * Dh + d] : 0.0f;
-        }
+    const int last = diag ? 4 * ty + 3 : kTile - 1;
+    for (int c = 0; c <= last; ++c) {
+      float p[4], vv[DC];
+      unpack(ld4(Pt + pt_at(c, ty)), p);
+      load_v<DC>(Vn + c * ldv, tx, vv);
+      if (!diag || c <= 4 * ty) {
 #pragma unroll
         for (int r = 0; r < 4; ++r)
 #pragma unroll
           for (int u = 0; u < DC; ++u) acc[r][u] = fma_rn(p[r], vv[u], acc[r][u]);
-      }
-    } else {
-      const int last = 4 * ty + 3;
-      for (int c = 0; c <= last; ++c) {
-        float p[4], vv[DC];
-        unpack(ld4(Pt + c * kTile + 4 * ty), p);
-#pragma unroll
-        for (int u = 0; u < DC; ++u) {
-          const int d = tx + 16 * u;
-          vv[u] = d < Dh ? Vn[c * Dh + d] : 0.0f;
-        }
+      } else {
 #pragma unroll
         for (int r = 0; r < 4; ++r)
           if (c <= 4 * ty + r) {
@@ -362,6 +424,10 @@ __global__ void __launch_bounds__(kThreads) fwd_tiled_kernel(Args a) {
           }
       }
     }
+  }
+  if (tx == 0) {
+#pragma unroll
+    for (int r = 0; r < 4; ++r) m_s[4 * ty + r] = m[r];
   }
   __syncthreads();
 
@@ -373,7 +439,7 @@ __global__ void __launch_bounds__(kThreads) fwd_tiled_kernel(Args a) {
     float* orow = a.out_o + ooff(a, b, i, h);
 #pragma unroll
     for (int u = 0; u < DC; ++u) {
-      const int d = tx + 16 * u;
+      const int d = d_of<DC>(tx, u);
       if (d < Dh) orow[d] = dvd(acc[r][u], l);
     }
   }
