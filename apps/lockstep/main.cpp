@@ -152,6 +152,14 @@ struct TrainCommand {
     text_opts.push_back(cmd->add_option("--out", cfg.out, "run directory (checkpoints, metrics.jsonl, data cache)")
                             ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
                             ->default_str(d.out));
+    text_opts.push_back(cmd->add_option("--device", cfg.device, "cpu or cuda (the same weights, bit for bit)")
+                            ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
+                            ->default_str(d.device));
+    text_opts.push_back(cmd->add_option("--audit", cfg.audit,
+                                        "cuda: recompute sampled GEMM/attention cells on the CPU: stop (on a "
+                                        "mismatch), warn, or off")
+                            ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
+                            ->default_str(d.audit));
     cmd->add_option("--resume", resume, "continue the run in this directory (or from this checkpoint)");
     cmd->add_flag("--force", force, "start over in an --out directory that already holds a run");
     num.add(cmd, "steps", "optimizer steps", num_text(static_cast<double>(d.steps)));

@@ -1,7 +1,7 @@
 """The same CPU training step in PyTorch fp32, for a ratio against lockstep.
 
   python3 bench/train/torch_reference.py [--bench build/release/bench/train/train_bench]
-                                         [--threads 2] [--steps 5] [CONFIG ...]
+                                         [--threads 2] [--steps 5] [--device cpu|cuda] [CONFIG ...]
 
 For each CONFIG (as train_bench takes it: "default", "gpt2-tiny:16:256:1024", ...) it
 runs lockstep's train_bench --json to get lockstep's tokens/s and the model's shape,
@@ -9,7 +9,10 @@ builds the same model in PyTorch (GPT-2: learned positions, pre-LayerNorm, fused
 tanh GELU, tied head; LLaMA: RMSNorm, rotate-half RoPE, grouped-query attention,
 SwiGLU), and times the same step: forward, cross-entropy, backward, global-norm
 clipping at 1.0, AdamW — fp32, torch.set_num_threads(threads), no torch.compile.
-Prints both numbers and lockstep / PyTorch.
+Prints both numbers and lockstep / PyTorch. With --device cuda both run on the GPU
+(lockstep's CUDA model; PyTorch fp32 with TF32 off, scaled_dot_product_attention,
+AdamW foreach=False as on the CPU), e.g. the issue's GPT-2 124M benchmark:
+  python3 bench/train/torch_reference.py --device cuda --steps 10 gpt2-124m:16:1024:50257
 
 Where torch is not importable (the Debian development machine) it says so and exits 0.
 """
@@ -60,7 +63,7 @@ class Gpt2(nn.Module):
         self.ln_f = nn.LayerNorm(c["d_model"], eps=c["norm_eps"])
 
     def forward(self, idx):
-        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
+        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))
         for b in self.blocks:
             x = b(x)
         return self.ln_f(x) @ self.wte.weight.t()
@@ -120,17 +123,22 @@ class Llama(nn.Module):
         return x @ self.emb.weight.t() if self.head is None else self.head(x)
 
 
-def torch_tokens_per_second(c, threads, steps):
+def torch_tokens_per_second(c, threads, steps, device="cpu"):
     torch.manual_seed(0)
     torch.set_num_threads(threads)
-    model = Gpt2(c) if c["family"] == "gpt2" else Llama(c)
+    if device == "cuda":  # fp32 means fp32: no TF32 anywhere
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        torch.set_float32_matmul_precision("highest")
+    model = (Gpt2(c) if c["family"] == "gpt2" else Llama(c)).to(device)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     other = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": other, "weight_decay": 0.0}],
                             lr=1e-3, betas=(0.9, 0.95), eps=1e-8, foreach=False)
     B, T, V = c["batch"], c["seq"], c["vocab"]
-    x = torch.randint(0, V, (B, T))
-    y = torch.randint(0, V, (B, T))
+    x = torch.randint(0, V, (B, T), device=device)
+    y = torch.randint(0, V, (B, T), device=device)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
 
     def step():
         logits = model(x)
@@ -141,9 +149,11 @@ def torch_tokens_per_second(c, threads, steps):
         opt.step()
 
     step()  # warm-up
+    sync()
     t = time.perf_counter()
     for _ in range(steps):
         step()
+    sync()
     return B * T * steps / (time.perf_counter() - t)
 
 
@@ -153,18 +163,20 @@ def main():
     ap.add_argument("--bench", default=os.path.join(here, "..", "..", "build", "release", "bench", "train", "train_bench"))
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("configs", nargs="*", default=["default", "gpt2-tiny:16:256:1024", "llama-tiny:16:256:1024"])
     a = ap.parse_args()
     if not os.path.exists(a.bench):
         print(f"torch_reference: {a.bench} not found (build bench/train first, or pass --bench)")
         return 1
-    print(f"PyTorch {torch.__version__} fp32 CPU vs lockstep, {a.threads} threads, {a.steps} timed steps")
+    where = f"{a.threads} threads" if a.device == "cpu" else torch.cuda.get_device_name(0) + ", TF32 off"
+    print(f"PyTorch {torch.__version__} fp32 {a.device} vs lockstep, {where}, {a.steps} timed steps")
     print(f"{'config':<26} {'lockstep tok/s':>15} {'torch tok/s':>12} {'lockstep/torch':>15}")
     for spec in a.configs:
-        out = subprocess.run([a.bench, spec, "--json", "--threads", str(a.threads), "--steps", str(a.steps)],
-                             check=True, capture_output=True, text=True).stdout
+        out = subprocess.run([a.bench, spec, "--json", "--threads", str(a.threads), "--steps", str(a.steps),
+                              "--device", a.device], check=True, capture_output=True, text=True).stdout
         c = json.loads(out.strip().splitlines()[-1])
-        ref = torch_tokens_per_second(c, a.threads, a.steps)
+        ref = torch_tokens_per_second(c, a.threads, a.steps, a.device)
         print(f"{spec:<26} {c['train_tok_s']:>15.0f} {ref:>12.0f} {c['train_tok_s'] / ref:>15.3f}")
     return 0
 

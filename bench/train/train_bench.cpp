@@ -82,17 +82,17 @@ double load_average() {
 }
 
 struct Measured {
-  double train_tok_s = 0, train_tok_cpu_s = 0, ms_per_step = 0, eval_tok_s = 0;
+  double train_tok_s = 0, train_tok_cpu_s = 0, ms_per_step = 0, eval_tok_s = 0, model_ms = 0, optim_ms = 0;
   std::int64_t params = 0;
   model::ModelConfig cfg;
 };
 
-Measured measure(BenchConfig& bc, int threads, int steps) {
+Measured measure(BenchConfig& bc, int threads, int steps, const std::string& device) {
   model::ModelConfig mc = model::preset(bc.preset);
   mc.vocab_size = bc.vocab;
   if (bc.seq < 0) bc.seq = std::min<std::int64_t>(128, mc.max_seq);
   if (bc.seq > mc.max_seq) throw std::invalid_argument(fmt::format("{}: seq {} > context {}", bc.name, bc.seq, mc.max_seq));
-  auto m = model::make_cpu_model(mc);
+  auto m = model::make_model(mc, device);
   m->init(1);
   const auto n = static_cast<std::size_t>(bc.batch * bc.seq);
   std::vector<std::int32_t> in(n), tg(n);
@@ -109,12 +109,18 @@ Measured measure(BenchConfig& bc, int threads, int steps) {
     slots.push_back({p.name, p.value, p.grad, mom[2 * i], mom[2 * i + 1], p.decay});
   }
   const train::AdamWConfig opt;
+  double model_s = 0, optim_s = 0;  // forward+backward (with a device model's copies) vs clip+AdamW
   auto step = [&](std::int64_t t) {
+    const auto a = Clock::now();
     m->forward_backward(in, tg, bc.batch, bc.seq, false, threads);
+    const auto b = Clock::now();
     train::clip_grad_norm(slots, 1.0f, threads);
     train::adamw_step(slots, train::adamw_scalars(opt, 1e-3f, t), threads);
+    model_s += std::chrono::duration<double>(b - a).count();
+    optim_s += std::chrono::duration<double>(Clock::now() - b).count();
   };
   step(1);  // warm-up: first-touch allocations
+  model_s = optim_s = 0;
   Measured r;
   r.params = mc.parameter_count();
   r.cfg = mc;
@@ -127,6 +133,8 @@ Measured measure(BenchConfig& bc, int threads, int steps) {
   r.train_tok_s = tokens / wall;
   r.train_tok_cpu_s = tokens / cpu;
   r.ms_per_step = 1e3 * wall / steps;
+  r.model_ms = 1e3 * model_s / steps;
+  r.optim_ms = 1e3 * optim_s / steps;
   const auto e0 = Clock::now();
   for (int s = 0; s < steps; ++s) m->loss(in, tg, bc.batch, bc.seq, threads);
   r.eval_tok_s = tokens / std::chrono::duration<double>(Clock::now() - e0).count();
@@ -138,6 +146,7 @@ Measured measure(BenchConfig& bc, int threads, int steps) {
 int main(int argc, char** argv) {
   std::vector<std::string> specs;
   int threads = 0, steps = 5;
+  std::string device = "cpu";
   bool json = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -145,10 +154,12 @@ int main(int argc, char** argv) {
       threads = static_cast<int>(train::parse_int("--threads", argv[++i]));
     } else if (a == "--steps" && i + 1 < argc) {
       steps = static_cast<int>(train::parse_int("--steps", argv[++i]));
+    } else if (a == "--device" && i + 1 < argc) {
+      device = argv[++i];
     } else if (a == "--json") {
       json = true;
     } else if (a == "--help" || a == "-h") {
-      std::printf("usage: train_bench [PRESET[:BATCH[:SEQ[:VOCAB]]] | default]... [--threads N] [--steps N] [--json]\n");
+      std::printf("usage: train_bench [PRESET[:BATCH[:SEQ[:VOCAB]]] | default]... [--threads N] [--steps N] [--device cpu|cuda] [--json]\n");
       return 0;
     } else {
       specs.push_back(a);
@@ -157,23 +168,23 @@ int main(int argc, char** argv) {
   if (specs.empty()) specs = {"default", "gpt2-micro:16:64:1024", "gpt2-tiny:16:256:1024", "llama-tiny:16:256:1024"};
   threads = util::resolve_threads(threads);
   if (!json)
-    fmt::print("lockstep CPU training step (forward+backward+clip+AdamW), {} threads, {} timed steps, load average {:.1f}\n"
+    fmt::print("lockstep training step (forward+backward+clip+AdamW) on {}, {} threads, {} timed steps, load average {:.1f}\n"
                "{:<26} {:>8} {:>7} {:>10} {:>11} {:>13} {:>11}\n",
-               threads, steps, load_average(), "config", "params", "tokens", "ms/step", "train tok/s", "tok/CPU-s",
+               device, threads, steps, load_average(), "config", "params", "tokens", "ms/step", "train tok/s", "tok/CPU-s",
                "eval tok/s");
   for (const std::string& spec : specs) {
     try {
       BenchConfig bc = parse_config(spec);
-      const Measured r = measure(bc, threads, steps);
+      const Measured r = measure(bc, threads, steps, device);
       if (json) {
         // The model's shape too, so torch_reference.py can build the same one.
         const model::ModelConfig& mc = r.cfg;
         fmt::print(R"({{"config":"{}","preset":"{}","family":"{}","d_model":{},"n_layer":{},"n_head":{},"n_kv_head":{},"head_dim":{},"d_ff":{},"max_seq":{},"norm_eps":{},"rope_theta":{},"tie_embeddings":{},)"
-                   R"("batch":{},"seq":{},"vocab":{},"threads":{},"params":{},"ms_per_step":{:.2f},"train_tok_s":{:.1f},"train_tok_cpu_s":{:.1f},"eval_tok_s":{:.1f},"load":{:.2f}}})"
+                   R"("device":"{}","batch":{},"seq":{},"vocab":{},"threads":{},"params":{},"ms_per_step":{:.2f},"model_ms":{:.2f},"optim_ms":{:.2f},"train_tok_s":{:.1f},"train_tok_cpu_s":{:.1f},"eval_tok_s":{:.1f},"load":{:.2f}}})"
                    "\n",
                    bc.name, bc.preset, model::family_name(mc.family), mc.d_model, mc.n_layer, mc.n_head, mc.n_kv_head,
-                   mc.head_dim, mc.d_ff, mc.max_seq, mc.norm_eps, mc.rope_theta, mc.tie_embeddings, bc.batch, bc.seq,
-                   bc.vocab, threads, r.params, r.ms_per_step, r.train_tok_s, r.train_tok_cpu_s, r.eval_tok_s,
+                   mc.head_dim, mc.d_ff, mc.max_seq, mc.norm_eps, mc.rope_theta, mc.tie_embeddings, device, bc.batch, bc.seq,
+                   bc.vocab, threads, r.params, r.ms_per_step, r.model_ms, r.optim_ms, r.train_tok_s, r.train_tok_cpu_s, r.eval_tok_s,
                    load_average());
       } else {
         fmt::print("{:<26} {:>7.2f}M {:>7} {:>10.1f} {:>11.0f} {:>13.0f} {:>11.0f}\n", bc.name,

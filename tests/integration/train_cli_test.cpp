@@ -151,6 +151,8 @@ TEST_F(TrainCli, BadFlagsAreRejectedNamingTheFlag) {
       {"--seq 1000", "--seq 1000 exceeds the context of --model gpt2-micro (64 positions)"},
       {"--model nope", "unknown model preset 'nope'"},
       {"--max-minutes -1", "--max-minutes must be >= 0"},
+      {"--device tpu", "--device must be cpu or cuda, got 'tpu'"},
+      {"--audit sometimes", "--audit must be stop, warn or off, got 'sometimes'"},
   };
   for (const auto& [flags, msg] : cases) {
     const Result r = run(base + flags);

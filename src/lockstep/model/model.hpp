@@ -13,10 +13,15 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "lockstep/model/config.hpp"
+
+namespace lockstep::train {
+struct AdamWScalars;
+}
 
 namespace lockstep::model {
 
@@ -57,9 +62,50 @@ class Model {
 
   // Logits of the last position of one sequence (generation): [vocab_size].
   virtual std::vector<float> next_logits(std::span<const std::int32_t> tokens, int threads) = 0;
+
+  // A line about the device work so far (the CUDA model: its live audits'
+  // launches, cells and cost); "" for the CPU model.
+  virtual std::string report() const { return {}; }
+
+  // --- Optional: the optimizer step on the model's own storage ---------------
+  // A device model updates its parameters where they live, so values and
+  // gradients do not cross to the host every step. The trainer then calls
+  // these instead of its host loop; the update is train/optim.hpp's, bit for
+  // bit (the same per-tensor canonical sums of squares, the same clip scale,
+  // the same adamw_element).
+  virtual bool owns_optimizer() const { return false; }
+  // The AdamW moments (the trainer's OptimizerState layout: one vector per
+  // parameter, empty for a frozen one), in and out.
+  virtual void set_moments(const std::vector<std::vector<float>>&, const std::vector<std::vector<float>>&) {
+    throw std::logic_error("set_moments: this model does not own its optimizer");
+  }
+  virtual void get_moments(std::vector<std::vector<float>>&, std::vector<std::vector<float>>&) const {
+    throw std::logic_error("get_moments: this model does not own its optimizer");
+  }
+  // grads *= grad_scale (when != 1), the global L2 norm, clipping to max_norm
+  // (when > 0), then AdamW with `s`. Returns the norm before clipping; throws
+  // std::runtime_error naming the tensor on a non-finite gradient (as
+  // train::clip_grad_norm does), with no update applied.
+  virtual float optimizer_step(float /*grad_scale*/, float /*max_norm*/, const train::AdamWScalars&) {
+    throw std::logic_error("optimizer_step: this model does not own its optimizer");
+  }
 };
 
 // The CPU model for a config (throws std::invalid_argument on a bad config).
 std::unique_ptr<Model> make_cpu_model(const ModelConfig& cfg);
+
+// The same model on the CUDA device (backend/cuda/): the same engine over the
+// CUDA kernel set, so the same loss and gradient bits as make_cpu_model. The
+// first call in a process runs the start-up gates (backend/cuda/gate.hpp) and
+// throws std::runtime_error naming a refused kernel; it also throws when the
+// build has no CUDA backend or no device is present.
+// audit: the live audits (backend/cuda/audit.hpp) of its matrix products and
+// attention launches: "stop" (a mismatch stops the run), "warn", or "off".
+std::unique_ptr<Model> make_cuda_model(const ModelConfig& cfg, const std::string& audit = "stop");
+
+// device "cpu" or "cuda" (throws std::invalid_argument naming --device or
+// --audit otherwise); audit applies to cuda.
+std::unique_ptr<Model> make_model(const ModelConfig& cfg, const std::string& device,
+                                  const std::string& audit = "stop");
 
 }  // namespace lockstep::model

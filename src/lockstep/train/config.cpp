@@ -41,6 +41,9 @@ void TrainConfig::validate() const {
   need(seq >= 2, fmt::format("--seq must be >= 2, got {}", seq));
   need(accum >= 1 && accum <= 65536, fmt::format("--accum must be in [1, 65536], got {}", accum));
   need(std::isfinite(grad_clip) && grad_clip >= 0, fmt::format("--grad-clip must be >= 0, got {}", grad_clip));
+  need(device == "cpu" || device == "cuda", fmt::format("--device must be cpu or cuda, got '{}'", device));
+  need(audit == "stop" || audit == "warn" || audit == "off",
+       fmt::format("--audit must be stop, warn or off, got '{}'", audit));
   need(threads >= 0 && threads <= 4096, fmt::format("--threads must be in [0, 4096], got {}", threads));
   need(eval_every >= 0, fmt::format("--eval-every must be >= 0, got {}", eval_every));
   need(eval_tokens >= 1, fmt::format("--eval-tokens must be >= 1, got {}", eval_tokens));
@@ -83,6 +86,8 @@ std::string TrainConfig::to_json() const {
   j["eps"] = eps;
   j["grad_clip"] = grad_clip;
   j["threads"] = threads;
+  j["device"] = device;
+  j["audit"] = audit;
   j["seed"] = seed;
   j["eval_every"] = eval_every;
   j["eval_tokens"] = eval_tokens;
@@ -116,6 +121,8 @@ TrainConfig TrainConfig::from_json(std::string_view json, const std::string& wha
     j.at("eps").get_to(c.eps);
     j.at("grad_clip").get_to(c.grad_clip);
     j.at("threads").get_to(c.threads);
+    if (j.contains("device")) j.at("device").get_to(c.device);  // absent before the CUDA backend: cpu
+    if (j.contains("audit")) j.at("audit").get_to(c.audit);
     j.at("seed").get_to(c.seed);
     j.at("eval_every").get_to(c.eval_every);
     j.at("eval_tokens").get_to(c.eval_tokens);

@@ -131,7 +131,7 @@ const std::atomic<bool>& install_interrupt_handler() {
 }
 
 TrainConfig merge_resume_config(const TrainConfig& saved, const TrainConfig& cli, const std::set<std::string>& given) {
-  static const std::set<std::string> kChangeable = {"steps",       "threads",   "out",        "max-minutes",
+  static const std::set<std::string> kChangeable = {"steps",       "threads",   "device",     "audit",      "out",        "max-minutes",
                                                     "eval-every", "eval-tokens", "save-every", "log-every"};
   const auto js = nlohmann::json::parse(saved.to_json());
   auto jm = js;
@@ -158,8 +158,11 @@ RunSummary run_training(TrainConfig cfg, const RunOptions& opt) {
     fmt::print(out, "{}\n", s);
     std::fflush(out);
   };
-  const auto make_model = opt.make_model ? opt.make_model
-                                         : [](const model::ModelConfig& c) { return model::make_cpu_model(c); };
+  // The device is read when the model is made: after a resume has merged the
+  // saved run config with the command line (--device may change on resume).
+  const decltype(opt.make_model) make_model =
+      opt.make_model ? opt.make_model
+                     : [&cfg](const model::ModelConfig& c) { return model::make_model(c, cfg.device, cfg.audit); };
 
   // --- Resume or start fresh -------------------------------------------------
   std::optional<LoadedCheckpoint> ck;
@@ -363,6 +366,8 @@ RunSummary run_training(TrainConfig cfg, const RunOptions& opt) {
   say(fmt::format("{} steps in {} ({}), weights {}", sum.last_step - sum.first_step, format_duration(loop_s),
                   format_rate(sum.train_seconds > 0 ? static_cast<double>(sum.tokens) / sum.train_seconds : 0),
                   num::hash_hex(sum.weights_hash)));
+  if (const std::string r = trainer.model().report(); !r.empty())
+    say(fmt::format("{} ({} steps)", r, sum.last_step - sum.first_step));
   if (sum.final_eval)
     say(fmt::format("validation: {:.4f} bits per byte ({:.4f} nats/token)", sum.final_eval->bpb,
                     sum.final_eval->loss));

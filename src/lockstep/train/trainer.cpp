@@ -55,6 +55,12 @@ Trainer::Trainer(const TrainConfig& cfg, std::unique_ptr<model::Model> model, da
 void Trainer::init_fresh() {
   model_->init(cfg_.seed);
   opt_.init(*model_);
+  if (model_->owns_optimizer()) model_->set_moments(opt_.m, opt_.v);
+}
+
+const OptimizerState& Trainer::optimizer() const {
+  if (model_->owns_optimizer()) model_->get_moments(opt_.m, opt_.v);
+  return opt_;
 }
 
 void Trainer::restore(OptimizerState opt) {
@@ -69,6 +75,7 @@ void Trainer::restore(OptimizerState opt) {
   if (opt.step < 0 || opt.step > cfg_.steps)
     throw std::invalid_argument(fmt::format("restore: step {} is outside the run's {} steps", opt.step, cfg_.steps));
   opt_ = std::move(opt);
+  if (model_->owns_optimizer()) model_->set_moments(opt_.m, opt_.v);
 }
 
 StepResult Trainer::step() {
@@ -90,6 +97,12 @@ StepResult Trainer::step() {
     throw std::runtime_error(fmt::format("step {}: the training loss is {}: the step is refused (lower --lr?)",
                                          s + 1, loss));
 
+  if (model_->owns_optimizer()) {
+    const float norm = model_->optimizer_step(A > 1 ? 1.0f / static_cast<float>(A) : 1.0f,
+                                              static_cast<float>(cfg_.grad_clip), adamw_scalars(adamw_, lr, s + 1));
+    opt_.step = s + 1;
+    return {s + 1, loss, lr, norm, static_cast<std::uint64_t>(B * A * T)};
+  }
   auto& ps = model_->params();
   std::vector<ParamSlot> slots;
   slots.reserve(ps.size());

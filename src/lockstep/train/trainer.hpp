@@ -74,7 +74,8 @@ class Trainer {
   const TrainConfig& config() const { return cfg_; }
   model::Model& model() { return *model_; }
   const model::Model& model() const { return *model_; }
-  const OptimizerState& optimizer() const { return opt_; }
+  // The optimizer state (moments read back from a model that owns its optimizer).
+  const OptimizerState& optimizer() const;
   int threads() const { return threads_; }
 
  private:
@@ -83,7 +84,7 @@ class Trainer {
   data::Shard train_;
   std::optional<data::Shard> val_;
   std::vector<std::uint32_t> token_bytes_;
-  OptimizerState opt_;
+  mutable OptimizerState opt_;  // moments stale while a model owning its optimizer trains
   AdamWConfig adamw_;
   ScheduleConfig sched_;
   std::uint64_t data_seed_;

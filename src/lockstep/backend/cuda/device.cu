@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace lockstep::cuda {
 namespace {
@@ -28,34 +29,60 @@ __global__ void fill_words_kernel(std::uint32_t* p, std::uint32_t pattern, std::
     p[i] = pattern;
 }
 
+// The pool: sizes are rounded up to a bucket (four per power of two: 2^k,
+// 1.25·2^k, 1.5·2^k, 1.75·2^k, so at most a quarter is wasted); a freed block
+// goes to its bucket's free list and the next request of that bucket takes it.
+// cudaMalloc runs only when a bucket is empty; nothing is given back to CUDA.
+std::size_t bucket_of(std::size_t bytes) {
+  std::size_t b = 256;
+  while (b < bytes) {
+    const std::size_t q = b / 4;
+    if (b + q >= bytes && q >= 64) return b + q;
+    if (b + 2 * q >= bytes && q >= 64) return b + 2 * q;
+    if (b + 3 * q >= bytes && q >= 64) return b + 3 * q;
+    b *= 2;
+  }
+  return b;
+}
+
+std::unordered_map<std::size_t, std::vector<void*>> g_free;
+
 }  // namespace
 
 void* device_alloc(std::size_t bytes) {
-  void* p = nullptr;
   // One extra word: a zero-size buffer still has a valid, distinct address.
-  const std::size_t padded = (bytes + 4 + 255) / 256 * 256;
-  check(cudaMalloc(&p, padded), "cudaMalloc(" + std::to_string(bytes) + " bytes)");
+  const std::size_t size = bucket_of(bytes + 4);
+  void* p = nullptr;
   {
     std::lock_guard<std::mutex> lock(g_mutex);
-    g_sizes[p] = padded;
-    g_bytes += padded;
+    auto& list = g_free[size];
+    if (!list.empty()) {
+      p = list.back();
+      list.pop_back();
+    }
+  }
+  if (p == nullptr) {
+    check(cudaMalloc(&p, size), "cudaMalloc(" + std::to_string(bytes) + " bytes)");
+    std::lock_guard<std::mutex> lock(g_mutex);
     ++g_allocs;
   }
-  if (g_poison) fill_words(p, *g_poison, padded / 4);
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    g_sizes[p] = size;
+    g_bytes += size;
+  }
+  if (g_poison) fill_words(p, *g_poison, size / 4);
   return p;
 }
 
 void device_free(void* p) noexcept {
   if (p == nullptr) return;
-  {
-    std::lock_guard<std::mutex> lock(g_mutex);
-    auto it = g_sizes.find(p);
-    if (it != g_sizes.end()) {
-      g_bytes -= it->second;
-      g_sizes.erase(it);
-    }
-  }
-  cudaFree(p);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = g_sizes.find(p);
+  if (it == g_sizes.end()) return;
+  g_bytes -= it->second;
+  g_free[it->second].push_back(p);
+  g_sizes.erase(it);
 }
 
 void copy_to_device(void* dst, const void* src, std::size_t bytes) {
@@ -66,6 +93,13 @@ void copy_to_host(void* dst, const void* src, std::size_t bytes) {
 }
 void copy_on_device(void* dst, const void* src, std::size_t bytes) {
   if (bytes) check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice), "copy on device");
+}
+
+void copy_rows_to_host(float* dst, const float* src, std::size_t rows, std::size_t row_elems, std::size_t stride) {
+  if (rows == 0 || row_elems == 0) return;
+  check(cudaMemcpy2D(dst, row_elems * sizeof(float), src, stride * sizeof(float), row_elems * sizeof(float), rows,
+                     cudaMemcpyDeviceToHost),
+        "strided copy to host");
 }
 
 void fill_words(void* p, std::uint32_t pattern, std::size_t words) {

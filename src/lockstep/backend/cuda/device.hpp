@@ -3,7 +3,9 @@
 //
 // DeviceBuffer<T> is the only owner of device memory in lockstep. It grows and
 // never shrinks, so a training step that asks for the same sizes as the last one
-// allocates nothing (the steady state allocates nothing). New memory is not
+// allocates nothing (the steady state allocates nothing). Its memory comes from
+// a size-bucketed pool (device.cu): a freed block is kept for the next request
+// of its bucket, so temporaries cost no cudaMalloc either. New memory is not
 // zeroed: kernels must write every cell they claim to produce. In poison mode
 // (set_poison) every allocation is filled with a large-value pattern, so a
 // kernel that relies on zeroed memory gives wrong bits and fails its gate
@@ -24,6 +26,9 @@ void device_free(void* p) noexcept;
 void copy_to_device(void* dst, const void* src, std::size_t bytes);
 void copy_to_host(void* dst, const void* src, std::size_t bytes);
 void copy_on_device(void* dst, const void* src, std::size_t bytes);
+// `rows` rows of `row_elems` floats, row r starting at src + r·stride, into
+// dst densely (stride 1 with row_elems 1 gathers a strided column).
+void copy_rows_to_host(float* dst, const float* src, std::size_t rows, std::size_t row_elems, std::size_t stride);
 // Every 32-bit word of [p, p + 4·words) set to `pattern` (on the device).
 void fill_words(void* p, std::uint32_t pattern, std::size_t words);
 // Waits for the device; throws std::runtime_error with the CUDA error (and
@@ -37,8 +42,8 @@ void check_launch(const char* kernel);
 void set_poison(std::optional<std::uint32_t> pattern);
 std::optional<std::uint32_t> poison();
 
-// Bytes held by all DeviceBuffers now, and allocations made so far (tests use
-// the count to show a steady-state step allocates nothing).
+// Bytes held by all DeviceBuffers now (in pool buckets), and cudaMalloc calls
+// made so far (tests use the count to show a steady-state step allocates nothing).
 std::size_t bytes_in_use();
 std::size_t allocation_count();
 

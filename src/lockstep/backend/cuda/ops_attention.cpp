@@ -1,6 +1,7 @@
 // cuda::OpKernels: causal attention, forward and backward (kernels:
 // attention.cu). The contract is cpu::OpKernels::attention_fwd/_bwd's, bit
 // for bit (ops/attention.hpp's float expression).
+#include "lockstep/backend/cuda/audit.hpp"
 #include "lockstep/backend/cuda/attention_launch.hpp"
 #include "lockstep/backend/cuda/ops.hpp"
 
@@ -27,6 +28,7 @@ launch::AttentionShape shape_of(const ops::Attention::Config& c, std::size_t ldq
 void OpKernels::attention_fwd(const ops::Attention::Config& c, const float* q, std::size_t ldq, const float* k,
                               const float* v, std::size_t ldkv, float* o, float* lse) {
   launch::attention_fwd(shape_of(c, ldq, ldkv), q, k, v, o, lse);
+  audit::attention_fwd(c, q, ldq, k, v, ldkv, o, lse);
 }
 
 void OpKernels::attention_bwd(const ops::Attention::Config& c, const float* q, std::size_t ldq, const float* k,

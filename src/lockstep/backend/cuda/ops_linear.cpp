@@ -2,6 +2,7 @@
 // contracts and the same bits as cpu::OpKernels (backend/cpu/ops.cpp).
 #include <cstddef>
 
+#include "lockstep/backend/cuda/audit.hpp"
 #include "lockstep/backend/cuda/gemm_launch.hpp"
 #include "lockstep/backend/cuda/ops.hpp"
 
@@ -12,6 +13,14 @@ void OpKernels::linear_fwd(const ops::Linear::Config& c, const float* x, const f
   launch::GemmEpilogue epi;
   if (c.bias) epi.bias = b;
   launch::gemm_xwt(c.rows, c.out, c.in, x, w, y, epi);
+  audit::matmul("linear_fwd", c.rows, c.out, c.in, x, c.in, 1, w, 1, c.in, c.bias ? b : nullptr, y, c.out);
+}
+
+// The live audits of the two backward products (ops::matmul_dyw / matmul_dytx strides).
+static void audit_backward(const char* op, const ops::Linear::Config& c, const float* x, const float* w,
+                           const float* dy, const float* dx, const float* dw) {
+  if (dx != nullptr) audit::matmul(op, c.rows, c.in, c.out, dy, c.out, 1, w, c.in, 1, nullptr, dx, c.in);
+  if (dw != nullptr) audit::matmul(op, c.out, c.in, c.rows, dy, 1, c.out, x, c.in, 1, nullptr, dw, c.in);
 }
 
 // dx = dy·W, dw = dyᵀ·x (chains over rows), db = column sums of dy; a null
@@ -21,6 +30,7 @@ void OpKernels::linear_bwd(const ops::Linear::Config& c, const float* x, const f
   if (dx != nullptr) launch::gemm_dyw(c.rows, c.out, c.in, dy, w, dx);
   if (dw != nullptr) launch::gemm_dytx(c.rows, c.out, c.in, dy, x, dw);
   if (c.bias && db != nullptr) launch::column_sums(dy, c.rows, c.out, db);
+  audit_backward("linear_bwd", c, x, w, dy, dx, dw);
 }
 
 // BitLinear: the quantizers on the device, the integer-code product by the
@@ -58,6 +68,7 @@ void OpKernels::bitlinear_bwd(const ops::QuantLinearConfig& c, const float* x, c
   }
   if (dx != nullptr) launch::gemm_dyw(c.rows, c.out, c.in, dy, aux.b.data(), dx);
   if (dw != nullptr) launch::gemm_dytx(c.rows, c.out, c.in, dy, aux.a.data(), dw);
+  audit_backward("bitlinear_bwd", {c.rows, c.in, c.out, false}, aux.a.data(), aux.b.data(), dy, dx, dw);
 }
 
 }  // namespace lockstep::cuda

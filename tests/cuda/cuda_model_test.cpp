@@ -1,0 +1,239 @@
+// The CUDA model against the CPU model (issue 5's acceptance): the same loss,
+// gradient and logit bits for each family; a training run on the GPU ends on
+// the CPU run's weight hash; a checkpoint from either device resumes on the
+// other and ends on the same hash; the live audits watch a run and catch a
+// corrupted output cell.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "lockstep/backend/cuda/audit.hpp"
+#include "lockstep/backend/cuda/device.hpp"
+#include "lockstep/backend/cuda/gate.hpp"
+#include "lockstep/model/model.hpp"
+#include "lockstep/num/hash.hpp"
+#include "lockstep/num/rng.hpp"
+#include "lockstep/train/optim.hpp"
+#include "lockstep/train/run.hpp"
+
+namespace fs = std::filesystem;
+using namespace lockstep;
+
+namespace {
+
+std::vector<std::int32_t> tokens(std::size_t n, std::int64_t vocab, std::uint64_t stream) {
+  std::vector<std::int32_t> t(n);
+  for (std::size_t i = 0; i < n; ++i)
+    t[i] = static_cast<std::int32_t>(num::rng::bits32(42, stream, i) % static_cast<std::uint32_t>(vocab));
+  return t;
+}
+
+std::uint32_t bits(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+class Families : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(Families, LossGradientsAndLogitsAreTheCpuModelsBits) {
+  model::ModelConfig cfg = model::preset(GetParam());
+  auto cpu = model::make_cpu_model(cfg);
+  auto gpu = model::make_cuda_model(cfg);
+  cpu->init(3);
+  gpu->init(3);
+  const std::int64_t B = 3, T = 37;  // ragged on purpose
+  auto in = tokens(B * T, cfg.vocab_size, 1), tg = tokens(B * T, cfg.vocab_size, 2);
+  tg[5] = -1;  // ignored rows
+  tg[40] = -1;
+  for (bool accumulate : {false, true}) {
+    if (accumulate) {
+      in = tokens(B * T, cfg.vocab_size, 3);
+      tg = tokens(B * T, cfg.vocab_size, 4);
+    }
+    const float lc = cpu->forward_backward(in, tg, B, T, accumulate, 2);
+    const float lg = gpu->forward_backward(in, tg, B, T, accumulate, 0);
+    EXPECT_EQ(bits(lc), bits(lg)) << "loss " << lc << " vs " << lg;
+    std::size_t tensors = 0;
+    for (std::size_t i = 0; i < cpu->params().size(); ++i) {
+      const auto& pc = cpu->params()[i];
+      const auto& pg = gpu->params()[i];
+      EXPECT_EQ(cuda::gate::first_difference(pc.name + ".grad", pc.grad, pg.grad), "")
+          << (accumulate ? "(accumulated)" : "");
+      ++tensors;
+    }
+    std::printf("%s %s: loss %.6f (0x%08x) on both; %zu gradient tensors compared bit for bit\n", GetParam(),
+                accumulate ? "accumulate" : "fresh", static_cast<double>(lc), bits(lc), tensors);
+  }
+  EXPECT_EQ(bits(cpu->loss(in, tg, B, T, 2)), bits(gpu->loss(in, tg, B, T, 0)));
+  const auto prompt = tokens(50, cfg.vocab_size, 5);
+  EXPECT_EQ(cuda::gate::first_difference("next_logits", cpu->next_logits(prompt, 2), gpu->next_logits(prompt, 0)),
+            "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Micro, Families, ::testing::Values("gpt2-micro", "llama-micro", "bitnet-micro"));
+
+TEST(CudaMemory, ASteadyStateStepAllocatesNothing) {
+  model::ModelConfig cfg = model::preset("gpt2-micro");
+  auto gpu = model::make_cuda_model(cfg, "off");
+  gpu->init(1);
+  ASSERT_TRUE(gpu->owns_optimizer());
+  const std::int64_t B = 4, T = 32;
+  const auto in = tokens(B * T, cfg.vocab_size, 7), tg = tokens(B * T, cfg.vocab_size, 8);
+  const train::AdamWConfig adamw;
+  auto step = [&](std::int64_t t) {
+    gpu->forward_backward(in, tg, B, T, false, 0);
+    gpu->optimizer_step(1.0f, 1.0f, train::adamw_scalars(adamw, 1e-3f, t));
+  };
+  step(1);
+  step(2);
+  const std::size_t before = cuda::allocation_count();
+  for (std::int64_t t = 3; t <= 6; ++t) step(t);
+  std::printf("cudaMalloc calls: %zu after 2 steps, %zu after 6; %zu bytes held\n", before,
+              cuda::allocation_count(), cuda::bytes_in_use());
+  EXPECT_EQ(cuda::allocation_count(), before);
+}
+
+std::string sample_text(int paragraphs) {
+  static const char* words[] = {"the", "of", "and", "to", "a", "in", "was", "her", "she", "he", "not", "be",
+                                "that", "it", "his", "had", "as", "with", "for", "you", "Elizabeth", "Darcy"};
+  std::string s;
+  unsigned x = 1234u;
+  for (int p = 0; p < paragraphs; ++p) {
+    for (int w = 0; w < 40; ++w) {
+      x = x * 1103515245u + 12345u;
+      s += words[(x >> 16) % 22];
+      s += (w % 11 == 10) ? ".\n" : " ";
+    }
+    s += "\n\n";
+  }
+  return s;
+}
+
+struct TrainRun {
+  fs::path base;
+  train::TrainConfig cfg;
+  TrainRun() {
+    base = fs::temp_directory_path() / ("lockstep_cuda_model_test_" + std::to_string(::getpid()));
+    fs::remove_all(base);
+    fs::create_directories(base);
+    std::ofstream(base / "text.txt") << sample_text(300);
+    cfg.model = "gpt2-micro";
+    cfg.data = (base / "text.txt").string();
+    cfg.vocab = 300;
+    cfg.steps = 24;
+    cfg.batch = 4;
+    cfg.accum = 2;  // the 1/accum gradient scale on the device path too
+    cfg.seq = 48;
+    cfg.lr = 3e-3;
+    cfg.warmup = 4;
+    cfg.seed = 11;
+    cfg.eval_every = 0;
+    cfg.eval_tokens = 256;
+    cfg.save_every = 12;
+    cfg.max_minutes = 0;
+  }
+  ~TrainRun() { fs::remove_all(base); }
+  train::RunSummary go(const std::string& device, const std::string& out, int stop_at = 0,
+                       const std::string& resume = "") {
+    train::TrainConfig c = cfg;
+    c.device = device;
+    c.out = (base / out).string();
+    train::RunOptions ro;
+    static std::FILE* sink = std::fopen("/dev/null", "w");
+    ro.out = sink;
+    std::atomic<bool> stop{false};
+    ro.stop = &stop;
+    if (stop_at > 0)
+      ro.on_step = [&](const train::StepResult& r) {
+        if (r.step == stop_at) stop = true;
+      };
+    if (!resume.empty()) {
+      ro.resume = (base / resume).string();
+      ro.given = {"device"};
+    }
+    return train::run_training(c, ro);
+  }
+};
+
+TEST(CudaTraining, TheGpuRunEndsOnTheCpuRunsWeights) {
+  TrainRun r;
+  const auto cpu = r.go("cpu", "cpu");
+  const auto gpu = r.go("cuda", "cuda");
+  std::printf("gpt2-micro, %lld steps: cpu %s, cuda %s; final validation %.6f vs %.6f bits/byte\n",
+              static_cast<long long>(r.cfg.steps), num::hash_hex(cpu.weights_hash).c_str(),
+              num::hash_hex(gpu.weights_hash).c_str(), cpu.final_eval ? cpu.final_eval->bpb : -1.0,
+              gpu.final_eval ? gpu.final_eval->bpb : -1.0);
+  EXPECT_EQ(cpu.weights_hash, gpu.weights_hash);
+  ASSERT_TRUE(cpu.final_eval && gpu.final_eval);
+  EXPECT_EQ(cpu.final_eval->bpb, gpu.final_eval->bpb);
+
+  // Stopped on one device at step 12 (saved), resumed on the other.
+  const auto a1 = r.go("cpu", "cpu_then_cuda", 12);
+  EXPECT_TRUE(a1.interrupted);
+  const auto a2 = r.go("cuda", "", 0, "cpu_then_cuda");
+  const auto b1 = r.go("cuda", "cuda_then_cpu", 12);
+  EXPECT_TRUE(b1.interrupted);
+  const auto b2 = r.go("cpu", "", 0, "cuda_then_cpu");
+  std::printf("cpu 12 + cuda 12: %s; cuda 12 + cpu 12: %s\n", num::hash_hex(a2.weights_hash).c_str(),
+              num::hash_hex(b2.weights_hash).c_str());
+  EXPECT_EQ(a2.weights_hash, cpu.weights_hash);
+  EXPECT_EQ(b2.weights_hash, cpu.weights_hash);
+}
+
+TEST(CudaAudit, ARunUnderAuditsFindsNoMismatchAndStatesItsCost) {
+  TrainRun r;
+  r.cfg.steps = 8;
+  r.cfg.save_every = 0;
+  r.cfg.audit = "off";
+  const auto plain = r.go("cuda", "plain");
+  r.cfg.audit = "stop";
+  cuda::audit::reset_stats();
+  const auto audited = r.go("cuda", "audited");
+  const auto st = cuda::audit::stats();
+  std::printf("audited run: %zu launches, %zu cells, %zu mismatches, %.3f s auditing; steps %.3f s (plain %.3f s)\n",
+              st.launches, st.cells, st.mismatches, st.seconds, audited.train_seconds, plain.train_seconds);
+  EXPECT_GT(st.launches, 0u);
+  EXPECT_EQ(st.mismatches, 0u);
+  EXPECT_EQ(audited.weights_hash, plain.weights_hash);
+}
+
+TEST(CudaAudit, ACorruptedCellIsCaught) {
+  // y = x·Wᵀ computed right, then one interior cell of the last row flipped:
+  // the audit of that launch must name it (the last row is always audited).
+  const std::size_t N = 33, K = 20, M = 17;
+  std::vector<float> x(N * K), w(M * K), y(N * M, 0.0f);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 7) * 0.25f - 0.5f;
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 5) * 0.125f - 0.25f;
+  for (std::size_t n = 0; n < N; ++n)
+    for (std::size_t m = 0; m < M; ++m) {
+      float acc = 0.0f;
+      for (std::size_t k = 0; k < K; ++k) acc = std::fma(x[n * K + k], w[m * K + k], acc);
+      y[n * M + m] = acc;
+    }
+  cuda::DeviceBuffer<float> dx, dw, dy;
+  dx.upload(x);
+  dw.upload(w);
+  dy.upload(y);
+  cuda::audit::Options o;
+  o.enabled = true;
+  cuda::audit::configure(o);
+  EXPECT_NO_THROW(cuda::audit::matmul("test", N, M, K, dx.data(), K, 1, dw.data(), 1, K, nullptr, dy.data(), M));
+  y[(N - 1) * M + M / 2] = std::nextafter(y[(N - 1) * M + M / 2], 1e30f);
+  dy.upload(y);
+  try {
+    cuda::audit::matmul("test", N, M, K, dx.data(), K, 1, dw.data(), 1, K, nullptr, dy.data(), M);
+    ADD_FAILURE() << "the corrupted cell was not caught";
+  } catch (const std::runtime_error& e) {
+    std::printf("caught: %s\n", e.what());
+    EXPECT_NE(std::string(e.what()).find("cell (32, 8)"), std::string::npos);
+  }
+  cuda::audit::configure({});
+}
+
+}  // namespace
