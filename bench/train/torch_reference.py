@@ -164,6 +164,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--audit", choices=["off", "stop"], default="off", help="lockstep's live audits (cuda)")
     ap.add_argument("configs", nargs="*", default=["default", "gpt2-tiny:16:256:1024", "llama-tiny:16:256:1024"])
     a = ap.parse_args()
     if not os.path.exists(a.bench):
@@ -174,10 +175,11 @@ def main():
     print(f"{'config':<26} {'lockstep tok/s':>15} {'torch tok/s':>12} {'lockstep/torch':>15}")
     for spec in a.configs:
         out = subprocess.run([a.bench, spec, "--json", "--threads", str(a.threads), "--steps", str(a.steps),
-                              "--device", a.device], check=True, capture_output=True, text=True).stdout
+                              "--device", a.device, "--audit", a.audit], check=True, capture_output=True, text=True).stdout
         c = json.loads(out.strip().splitlines()[-1])
         ref = torch_tokens_per_second(c, a.threads, a.steps, a.device)
-        print(f"{spec:<26} {c['train_tok_s']:>15.0f} {ref:>12.0f} {c['train_tok_s'] / ref:>15.3f}")
+        print(f"{spec:<26} {c['train_tok_s']:>15.0f} {ref:>12.0f} {c['train_tok_s'] / ref:>15.3f}"
+              f"   (lockstep ms/step {c['ms_per_step']:.1f}: model {c['model_ms']:.1f}, optimizer {c['optim_ms']:.1f})")
     return 0
 
 

@@ -87,12 +87,12 @@ struct Measured {
   model::ModelConfig cfg;
 };
 
-Measured measure(BenchConfig& bc, int threads, int steps, const std::string& device) {
+Measured measure(BenchConfig& bc, int threads, int steps, const std::string& device, const std::string& audit) {
   model::ModelConfig mc = model::preset(bc.preset);
   mc.vocab_size = bc.vocab;
   if (bc.seq < 0) bc.seq = std::min<std::int64_t>(128, mc.max_seq);
   if (bc.seq > mc.max_seq) throw std::invalid_argument(fmt::format("{}: seq {} > context {}", bc.name, bc.seq, mc.max_seq));
-  auto m = model::make_model(mc, device);
+  auto m = model::make_model(mc, device, audit);
   m->init(1);
   const auto n = static_cast<std::size_t>(bc.batch * bc.seq);
   std::vector<std::int32_t> in(n), tg(n);
@@ -114,8 +114,12 @@ Measured measure(BenchConfig& bc, int threads, int steps, const std::string& dev
     const auto a = Clock::now();
     m->forward_backward(in, tg, bc.batch, bc.seq, false, threads);
     const auto b = Clock::now();
-    train::clip_grad_norm(slots, 1.0f, threads);
-    train::adamw_step(slots, train::adamw_scalars(opt, 1e-3f, t), threads);
+    if (m->owns_optimizer()) {  // as the trainer does: the update where the parameters live
+      m->optimizer_step(1.0f, 1.0f, train::adamw_scalars(opt, 1e-3f, t));
+    } else {
+      train::clip_grad_norm(slots, 1.0f, threads);
+      train::adamw_step(slots, train::adamw_scalars(opt, 1e-3f, t), threads);
+    }
     model_s += std::chrono::duration<double>(b - a).count();
     optim_s += std::chrono::duration<double>(Clock::now() - b).count();
   };
@@ -147,6 +151,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> specs;
   int threads = 0, steps = 5;
   std::string device = "cpu";
+  std::string audit = "off";  // the live audits' cost is reported apart (--audit stop)
   bool json = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -156,10 +161,12 @@ int main(int argc, char** argv) {
       steps = static_cast<int>(train::parse_int("--steps", argv[++i]));
     } else if (a == "--device" && i + 1 < argc) {
       device = argv[++i];
+    } else if (a == "--audit" && i + 1 < argc) {
+      audit = argv[++i];
     } else if (a == "--json") {
       json = true;
     } else if (a == "--help" || a == "-h") {
-      std::printf("usage: train_bench [PRESET[:BATCH[:SEQ[:VOCAB]]] | default]... [--threads N] [--steps N] [--device cpu|cuda] [--json]\n");
+      std::printf("usage: train_bench [PRESET[:BATCH[:SEQ[:VOCAB]]] | default]... [--threads N] [--steps N] [--device cpu|cuda] [--audit off|stop] [--json]\n");
       return 0;
     } else {
       specs.push_back(a);
@@ -175,15 +182,15 @@ int main(int argc, char** argv) {
   for (const std::string& spec : specs) {
     try {
       BenchConfig bc = parse_config(spec);
-      const Measured r = measure(bc, threads, steps, device);
+      const Measured r = measure(bc, threads, steps, device, audit);
       if (json) {
         // The model's shape too, so torch_reference.py can build the same one.
         const model::ModelConfig& mc = r.cfg;
         fmt::print(R"({{"config":"{}","preset":"{}","family":"{}","d_model":{},"n_layer":{},"n_head":{},"n_kv_head":{},"head_dim":{},"d_ff":{},"max_seq":{},"norm_eps":{},"rope_theta":{},"tie_embeddings":{},)"
-                   R"("device":"{}","batch":{},"seq":{},"vocab":{},"threads":{},"params":{},"ms_per_step":{:.2f},"model_ms":{:.2f},"optim_ms":{:.2f},"train_tok_s":{:.1f},"train_tok_cpu_s":{:.1f},"eval_tok_s":{:.1f},"load":{:.2f}}})"
+                   R"("device":"{}","audit":"{}","batch":{},"seq":{},"vocab":{},"threads":{},"params":{},"ms_per_step":{:.2f},"model_ms":{:.2f},"optim_ms":{:.2f},"train_tok_s":{:.1f},"train_tok_cpu_s":{:.1f},"eval_tok_s":{:.1f},"load":{:.2f}}})"
                    "\n",
                    bc.name, bc.preset, model::family_name(mc.family), mc.d_model, mc.n_layer, mc.n_head, mc.n_kv_head,
-                   mc.head_dim, mc.d_ff, mc.max_seq, mc.norm_eps, mc.rope_theta, mc.tie_embeddings, device, bc.batch, bc.seq,
+                   mc.head_dim, mc.d_ff, mc.max_seq, mc.norm_eps, mc.rope_theta, mc.tie_embeddings, device, audit, bc.batch, bc.seq,
                    bc.vocab, threads, r.params, r.ms_per_step, r.model_ms, r.optim_ms, r.train_tok_s, r.train_tok_cpu_s, r.eval_tok_s,
                    load_average());
       } else {
