@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "lockstep/model/model.hpp"
 
 namespace lockstep::model {
@@ -13,6 +15,16 @@ std::unique_ptr<Model> make_cuda_model(const ModelConfig&, const std::string&) {
   throw std::runtime_error("--device cuda: this build of lockstep has no CUDA backend (configure with LOCKSTEP_CUDA=ON)");
 }
 #endif
+
+void check_batch(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets, std::int64_t batch,
+                 std::int64_t seq) {
+  if (batch <= 0 || seq <= 0)
+    throw std::invalid_argument(fmt::format("model: batch ({}) and seq ({}) must be > 0", batch, seq));
+  const auto n = static_cast<std::size_t>(batch * seq);
+  if (inputs.size() != n || targets.size() != n)
+    throw std::invalid_argument(fmt::format("model: inputs ({}) and targets ({}) must hold batch*seq = {} tokens",
+                                            inputs.size(), targets.size(), n));
+}
 
 std::unique_ptr<Model> make_model(const ModelConfig& cfg, const std::string& device, const std::string& audit) {
   if (audit != "stop" && audit != "warn" && audit != "off")

@@ -91,6 +91,11 @@ class Model {
   }
 };
 
+// Throws std::invalid_argument unless batch, seq > 0 and inputs and targets
+// hold batch·seq tokens each (every Model's forward_backward and loss check it).
+void check_batch(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets, std::int64_t batch,
+                 std::int64_t seq);
+
 // The CPU model for a config (throws std::invalid_argument on a bad config).
 std::unique_ptr<Model> make_cpu_model(const ModelConfig& cfg);
 

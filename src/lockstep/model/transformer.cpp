@@ -36,7 +36,7 @@ class CpuModel final : public Model {
 
   float forward_backward(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets,
                          std::int64_t batch, std::int64_t seq, bool accumulate, int threads) override {
-    check(inputs, targets, batch, seq);
+    check_batch(inputs, targets, batch, seq);
     kernels_.threads = util::resolve_threads(threads);
     return engine_.run(inputs.data(), targets.data(), static_cast<std::size_t>(batch),
                        static_cast<std::size_t>(seq), true, accumulate);
@@ -44,7 +44,7 @@ class CpuModel final : public Model {
 
   float loss(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets, std::int64_t batch,
              std::int64_t seq, int threads) override {
-    check(inputs, targets, batch, seq);
+    check_batch(inputs, targets, batch, seq);
     kernels_.threads = util::resolve_threads(threads);
     return engine_.run(inputs.data(), targets.data(), static_cast<std::size_t>(batch),
                        static_cast<std::size_t>(seq), false, false);
@@ -60,15 +60,7 @@ class CpuModel final : public Model {
   }
 
  private:
-  void check(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets, std::int64_t batch,
-             std::int64_t seq) const {
-    if (batch <= 0 || seq <= 0)
-      throw std::invalid_argument(fmt::format("model: batch ({}) and seq ({}) must be > 0", batch, seq));
-    const auto n = static_cast<std::size_t>(batch * seq);
-    if (inputs.size() != n || targets.size() != n)
-      throw std::invalid_argument(fmt::format("model: inputs ({}) and targets ({}) must hold batch*seq = {} tokens",
-                                              inputs.size(), targets.size(), n));
-  }
+
 
   ModelConfig cfg_;
   std::vector<ParamSpec> specs_;

@@ -101,7 +101,7 @@ class CudaModel final : public Model {
 
   float forward_backward(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets,
                          std::int64_t batch, std::int64_t seq, bool accumulate, int) override {
-    check(inputs, targets, batch, seq);
+    check_batch(inputs, targets, batch, seq);
     sync_device_values();
     if (accumulate && !device_grads_) {
       for (std::size_t i = 0; i < params_.size(); ++i)
@@ -122,7 +122,7 @@ class CudaModel final : public Model {
 
   float loss(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets, std::int64_t batch,
              std::int64_t seq, int) override {
-    check(inputs, targets, batch, seq);
+    check_batch(inputs, targets, batch, seq);
     sync_device_values();
     const float l = engine_.run(inputs.data(), targets.data(), static_cast<std::size_t>(batch),
                                 static_cast<std::size_t>(seq), false, false);
@@ -237,15 +237,7 @@ class CudaModel final : public Model {
       host_grads_ = true;
     }
   }
-  void check(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets, std::int64_t batch,
-             std::int64_t seq) const {
-    if (batch <= 0 || seq <= 0)
-      throw std::invalid_argument(fmt::format("model: batch ({}) and seq ({}) must be > 0", batch, seq));
-    const auto n = static_cast<std::size_t>(batch * seq);
-    if (inputs.size() != n || targets.size() != n)
-      throw std::invalid_argument(fmt::format("model: inputs ({}) and targets ({}) must hold batch*seq = {} tokens",
-                                              inputs.size(), targets.size(), n));
-  }
+
 
   ModelConfig cfg_;
   std::vector<ParamSpec> specs_;
