@@ -16,6 +16,8 @@
 #include <string>
 #include <thread>
 
+#include "../common/sample_text.hpp"
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -37,21 +39,7 @@ Result run(const std::string& args) {
   return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, out};
 }
 
-std::string sample_text(int paragraphs) {
-  static const char* words[] = {"the", "of", "and", "to", "a", "in", "was", "her", "she", "he", "not", "be",
-                                "that", "it", "his", "had", "as", "with", "for", "you", "Elizabeth", "Darcy"};
-  std::string s;
-  unsigned x = 4242u;
-  for (int p = 0; p < paragraphs; ++p) {
-    for (int w = 0; w < 40; ++w) {
-      x = x * 1103515245u + 12345u;
-      s += words[(x >> 16) % 22];
-      s += (w % 11 == 10) ? ".\n" : " ";
-    }
-    s += "\n\n";
-  }
-  return s;
-}
+std::string sample_text(int paragraphs) { return lockstep::test::sample_text(paragraphs, 4242u); }
 
 class TrainCli : public ::testing::Test {
  protected:

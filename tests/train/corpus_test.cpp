@@ -9,6 +9,7 @@
 #include <set>
 #include <string>
 
+#include "../common/sample_text.hpp"
 #include "lockstep/data/corpus.hpp"
 #include "lockstep/data/shards.hpp"
 #include "lockstep/tok/bpe.hpp"
@@ -31,21 +32,7 @@ void write(const fs::path& p, const std::string& s) {
 }
 
 // A small English-like text of `paragraphs` paragraphs.
-std::string sample_text(int paragraphs, int salt = 0) {
-  static const char* words[] = {"the", "of", "and", "to", "a", "in", "was", "her", "she", "he", "not", "be",
-                                "that", "it", "his", "had", "as", "with", "for", "you", "Elizabeth", "Darcy"};
-  std::string s;
-  unsigned x = 12345u + static_cast<unsigned>(salt);
-  for (int p = 0; p < paragraphs; ++p) {
-    for (int w = 0; w < 40; ++w) {
-      x = x * 1103515245u + 12345u;
-      s += words[(x >> 16) % 22];
-      s += (w % 11 == 10) ? ".\n" : " ";
-    }
-    s += "\n\n";
-  }
-  return s;
-}
+std::string sample_text(int paragraphs, int salt = 0) { return lockstep::test::sample_text(paragraphs, 12345u + static_cast<unsigned>(salt)); }
 
 }  // namespace
 

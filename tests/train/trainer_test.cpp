@@ -21,6 +21,8 @@
 #include "lockstep/train/run.hpp"
 #include "lockstep/train/trainer.hpp"
 
+#include "../common/sample_text.hpp"
+
 namespace fs = std::filesystem;
 using namespace lockstep;
 using namespace lockstep::train;
@@ -42,21 +44,7 @@ fs::path temp_dir(const std::string& name) {
   return p;
 }
 
-std::string sample_text(int paragraphs) {
-  static const char* words[] = {"the", "of", "and", "to", "a", "in", "was", "her", "she", "he", "not", "be",
-                                "that", "it", "his", "had", "as", "with", "for", "you", "Elizabeth", "Darcy"};
-  std::string s;
-  unsigned x = 777u;
-  for (int p = 0; p < paragraphs; ++p) {
-    for (int w = 0; w < 40; ++w) {
-      x = x * 1103515245u + 12345u;
-      s += words[(x >> 16) % 22];
-      s += (w % 11 == 10) ? ".\n" : " ";
-    }
-    s += "\n\n";
-  }
-  return s;
-}
+std::string sample_text(int paragraphs) { return lockstep::test::sample_text(paragraphs, 777u); }
 
 // One prepared corpus shared by the tests (vocabulary 300, ~60 kB of text).
 const data::PreparedCorpus& corpus() {
