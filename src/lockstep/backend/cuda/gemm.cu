@@ -267,24 +267,38 @@ void launch_one(int I, int J, int K, const float* A, std::size_t lda, const floa
 
 int g_tile_override = 0;
 
-// The block tile from the grid's fill. Measured on the H200 (docs/perf/
-// GEMM_CUDA.md): one 128×128 block per SM already runs at the SM's full
-// 128-tile rate (~0.30 TFLOP/s; two resident blocks share it), and the 64×64
-// tile runs at ~0.74 of that rate when the device is full. Blocks run in
-// ceil(blocks / SMs) rounds, so the 128 tile wins when its rounds are at least
-// 3/4 full (16384×768 outputs: 0.97; dW 2304×768: 108 blocks, 0.82) and loses
-// otherwise (dW 768×768: 36 blocks, 0.27; dW 3072×768: 144 blocks, 0.55).
+// The block tile from the output's shape. Measured on the H200 (docs/perf/
+// GEMM_CUDA.md): blocks run in ceil(blocks / SMs) rounds at the SM's rate for
+// the tile (one 128×128 block already takes the SM's whole 128-tile rate), so
+// a tile's time is ~ ceil(blocks / SMs) · cells per block / its relative rate.
+// The rule takes the cheapest tile by that model, and leaves the 128×128 tile
+// only for a predicted gain of 5% or more (the large outputs fill the device
+// with it to 97%). Relative rates (128×128 = 1): the 64×64 tile measured 0.8;
+// the shape-fitted tiles (gemm_tiled.cu) predicted, see GEMM_CUDA.md.
+struct TileModel {
+  int cfg, bm, bn;
+  double rate;
+};
+constexpr TileModel kTiles[] = {
+    {2, 128, 128, 1.00}, {1, 64, 64, 0.80}, {3, 144, 128, 1.00}, {4, 112, 128, 0.97}, {5, 48, 128, 0.75},
+};
 int choose_tile(int I, int J) {
-  if (g_tile_override == 1 || g_tile_override == 2) return g_tile_override;
+  if (g_tile_override >= 1 && g_tile_override <= kGemmTiles) return g_tile_override;
   static const long sms = [] {
     int dev = 0, n = 0;
     if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
       return 132L;
     return static_cast<long>(n);
   }();
-  const long blocks = static_cast<long>((I + 127) / 128) * ((J + 127) / 128);
-  const long rounds = (blocks + sms - 1) / sms;
-  return 4 * blocks >= 3 * rounds * sms ? 2 : 1;
+  const auto cost = [&](const TileModel& t) {
+    const long blocks = static_cast<long>((I + t.bm - 1) / t.bm) * ((J + t.bn - 1) / t.bn);
+    return static_cast<double>((blocks + sms - 1) / sms) * t.bm * t.bn / t.rate;
+  };
+  const double base = cost(kTiles[0]);
+  int best = 0;
+  for (int t = 1; t < static_cast<int>(sizeof(kTiles) / sizeof(kTiles[0])); ++t)
+    if (cost(kTiles[t]) < cost(kTiles[best])) best = t;
+  return cost(kTiles[best]) <= 0.95 * base ? kTiles[best].cfg : 2;
 }
 
 template <int S, bool AKC, bool BKC>
@@ -319,10 +333,17 @@ void dispatch(int I, int J, int K, const float* A, std::size_t lda, const float*
         break;  // another family's mutant: the clean kernel
     }
   }
-  if (choose_tile(I, J) == 2)
-    dispatch_clean<2, AKC, BKC>(I, J, K, A, lda, B, ldb, C, ldc, epi);
-  else
-    dispatch_clean<1, AKC, BKC>(I, J, K, A, lda, B, ldb, C, ldc, epi);
+  const int tile = choose_tile(I, J);
+  if (tile == 1) return dispatch_clean<1, AKC, BKC>(I, J, K, A, lda, B, ldb, C, ldc, epi);
+  if (tile >= 3) {
+    const auto aligned = [](const float* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15) == 0; };
+    const bool va = aligned(A) && lda % 4 == 0 && (AKC ? K % 4 == 0 : I % 4 == 0);
+    const bool vb = aligned(B) && ldb % 4 == 0 && (BKC ? K % 4 == 0 : J % 4 == 0);
+    const detail::TiledArgs args{I,   J,   K,   A,     lda,      B,        ldb, C, ldc, AKC, BKC, va && vb, va && vb,
+                                 epi.bias, epi.row_scale, epi.scale};
+    if (detail::gemm_tiled(tile, args)) return;
+  }
+  dispatch_clean<2, AKC, BKC>(I, J, K, A, lda, B, ldb, C, ldc, epi);
 }
 
 int checked_int(std::size_t n, const char* what) {
