@@ -9,9 +9,11 @@
 //     tile is fetched into registers while the current one is consumed);
 //   * a thread owns 8×8 cells (rows ty*4+{0..3} and 64+ty*4+{0..3}, columns
 //     likewise from tx), 64 accumulators in registers;
-//   * outputs too small to give every SM a 128×128 tile (the weight gradients
-//     of 768-wide layers: with no split-K their only parallelism is their
-//     cells) take a 64×64 tile, k tiles of 16, 4×4 cells per thread;
+//   * the 64×64 tile (k tiles of 16, 4×4 cells per thread) and the
+//     shape-fitted tiles of gemm_tiled.cu (144/112/48×128, and 128×128 with
+//     8×4-thread warps and k tiles of 16, the default where 16-byte loads
+//     apply) are chosen by choose_tile's measured model: the weight gradients
+//     of 768-wide layers have only their cells as parallelism (no split-K);
 //   * the last k tile runs only its K % BK steps (padding k with zeros is not
 //     neutral: fma(0, 0, -0) = +0), rows and columns past the edge load zeros
 //     and are never stored.
@@ -268,21 +270,24 @@ void launch_one(int I, int J, int K, const float* A, std::size_t lda, const floa
 int g_tile_override = 0;
 
 // The block tile from the output's shape. Measured on the H200 (docs/perf/
-// GEMM_CUDA.md): blocks run in ceil(blocks / SMs) rounds at the SM's rate for
-// the tile (one 128×128 block already takes the SM's whole 128-tile rate), so
-// a tile's time is ~ ceil(blocks / SMs) · cells per block / its relative rate.
-// The rule takes the cheapest tile by that model, and leaves the 128×128 tile
-// only for a predicted gain of 5% or more (the large outputs fill the device
-// with it to 97%). Relative rates (128×128 = 1): the 64×64 tile measured 0.8;
-// the shape-fitted tiles (gemm_tiled.cu) predicted, see GEMM_CUDA.md.
+// GEMM_CUDA.md, v2): blocks run in ceil(blocks / SMs) rounds at the SM's rate
+// for the tile (one 128×128 block already takes the SM's whole rate), so a
+// tile's time is ~ ceil(blocks / SMs) · cells per block / its rate. The rule
+// takes the cheapest tile by that model; it leaves the base tile (7, or 2
+// where the operands cannot take 16-byte loads) only for a predicted gain of
+// 3% or more. Rates relative to tile 7, from v2's forced-tile timings of the
+// GPT-2 products; the shape-fitted tiles 3, 4, 5 run only with 16-byte loads
+// (their scalar-load forms are correct but unmeasured and slower).
 struct TileModel {
   int cfg, bm, bn;
   double rate;
+  bool needs_vec;
 };
 constexpr TileModel kTiles[] = {
-    {2, 128, 128, 1.00}, {1, 64, 64, 0.80}, {3, 144, 128, 1.00}, {4, 112, 128, 0.97}, {5, 48, 128, 0.75},
+    {7, 128, 128, 1.000, true},  {2, 128, 128, 0.916, false}, {1, 64, 64, 0.760, false},
+    {3, 144, 128, 0.871, true},  {4, 112, 128, 0.857, true},  {5, 48, 128, 0.578, true},
 };
-int choose_tile(int I, int J) {
+int choose_tile(int I, int J, bool vec) {
   if (g_tile_override >= 1 && g_tile_override <= kGemmTiles) return g_tile_override;
   static const long sms = [] {
     int dev = 0, n = 0;
@@ -294,11 +299,11 @@ int choose_tile(int I, int J) {
     const long blocks = static_cast<long>((I + t.bm - 1) / t.bm) * ((J + t.bn - 1) / t.bn);
     return static_cast<double>((blocks + sms - 1) / sms) * t.bm * t.bn / t.rate;
   };
-  const double base = cost(kTiles[0]);
-  int best = 0;
-  for (int t = 1; t < static_cast<int>(sizeof(kTiles) / sizeof(kTiles[0])); ++t)
-    if (cost(kTiles[t]) < cost(kTiles[best])) best = t;
-  return cost(kTiles[best]) <= 0.95 * base ? kTiles[best].cfg : 2;
+  const TileModel& base = vec ? kTiles[0] : kTiles[1];
+  const TileModel* best = &base;
+  for (const TileModel& t : kTiles)
+    if ((vec || !t.needs_vec) && cost(t) < cost(*best)) best = &t;
+  return cost(*best) <= 0.97 * cost(base) ? best->cfg : base.cfg;
 }
 
 template <int S, bool AKC, bool BKC>
@@ -333,12 +338,12 @@ void dispatch(int I, int J, int K, const float* A, std::size_t lda, const float*
         break;  // another family's mutant: the clean kernel
     }
   }
-  const int tile = choose_tile(I, J);
+  const auto aligned = [](const float* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15) == 0; };
+  const bool va = aligned(A) && lda % 4 == 0 && (AKC ? K % 4 == 0 : I % 4 == 0);
+  const bool vb = aligned(B) && ldb % 4 == 0 && (BKC ? K % 4 == 0 : J % 4 == 0);
+  const int tile = choose_tile(I, J, va && vb);
   if (tile == 1) return dispatch_clean<1, AKC, BKC>(I, J, K, A, lda, B, ldb, C, ldc, epi);
   if (tile >= 3) {
-    const auto aligned = [](const float* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15) == 0; };
-    const bool va = aligned(A) && lda % 4 == 0 && (AKC ? K % 4 == 0 : I % 4 == 0);
-    const bool vb = aligned(B) && ldb % 4 == 0 && (BKC ? K % 4 == 0 : J % 4 == 0);
     const detail::TiledArgs args{I,   J,   K,   A,     lda,      B,        ldb, C, ldc, AKC, BKC, va && vb, va && vb,
                                  epi.bias, epi.row_scale, epi.scale};
     if (detail::gemm_tiled(tile, args)) return;
