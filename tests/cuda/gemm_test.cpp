@@ -3,7 +3,8 @@
 // shapes (sizes off the 128 × 128 × 8 tiles and the 4-wide vectors), K = 0,
 // special values (signed zeros, subnormal products that round to -0, inf,
 // NaN), padded output rows (nothing outside the matrix written), a few large
-// shapes; then linear/BitLinear through their gates (gate_linear.cpp).
+// shapes, each under every block tile and the launcher's choice; then
+// linear/BitLinear through their gates (gate_linear.cpp).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -67,8 +68,11 @@ const char* name(Layout l) {
 
 // One product on the CPU and the GPU. For xwt/dyw/dytx (N, M, K) are the
 // linear layer's (rows, out, in); for at_b, C[N, M] = Aᵀ·B with A [K, N],
-// B [M, K] (chain length K). Returns first_difference's message.
-std::string compare(Layout l, std::size_t N, std::size_t M, std::size_t K, std::uint64_t seed, bool special = false) {
+// B [M, K] (chain length K). The GPU runs once per block tile of `tiles`
+// (0: the launcher's choice) against one CPU result. Returns "" or the first
+// failing tile's first_difference message.
+std::string compare(Layout l, std::size_t N, std::size_t M, std::size_t K, std::uint64_t seed, bool special,
+                    const std::vector<int>& tiles) {
   std::mt19937_64 rng(seed);
   auto gen = [&](std::size_t n) { return special ? special_vector(n, rng) : random_vector(n, rng); };
   std::vector<float> a, b, c;
@@ -94,15 +98,29 @@ std::string compare(Layout l, std::size_t N, std::size_t M, std::size_t K, std::
   lc::DeviceBuffer<float> ga, gb, gc;
   ga.upload(a);
   gb.upload(b);
-  gc.assign(c.size(), ln::float_of(0x7F7FFFFFu));  // poison: every cell must be written
-  switch (l) {
-    case Layout::xwt: lc::launch::gemm_xwt(N, M, K, ga.data(), gb.data(), gc.data()); break;
-    case Layout::dyw: lc::launch::gemm_dyw(N, M, K, ga.data(), gb.data(), gc.data()); break;
-    case Layout::dytx: lc::launch::gemm_dytx(N, M, K, ga.data(), gb.data(), gc.data()); break;
-    case Layout::at_b: lc::launch::gemm(N, M, K, ga.data(), 1, N, gb.data(), 1, K, gc.data(), M); break;
+  for (int tile : tiles) {
+    lc::launch::gemm_tile_override(tile);
+    gc.assign(c.size(), ln::float_of(0x7F7FFFFFu));  // poison: every cell must be written
+    switch (l) {
+      case Layout::xwt: lc::launch::gemm_xwt(N, M, K, ga.data(), gb.data(), gc.data()); break;
+      case Layout::dyw: lc::launch::gemm_dyw(N, M, K, ga.data(), gb.data(), gc.data()); break;
+      case Layout::dytx: lc::launch::gemm_dytx(N, M, K, ga.data(), gb.data(), gc.data()); break;
+      case Layout::at_b: lc::launch::gemm(N, M, K, ga.data(), 1, N, gb.data(), 1, K, gc.data(), M); break;
+    }
+    lc::launch::gemm_tile_override(0);
+    lc::synchronize("gemm test");
+    const std::string diff = lc::gate::first_difference("C", c, gc.download(), row_len);
+    if (!diff.empty()) return "tile " + std::to_string(tile) + ": " + diff;
   }
-  lc::synchronize("gemm test");
-  return lc::gate::first_difference("C", c, gc.download(), row_len);
+  return "";
+}
+
+// Every block tile (gemm_launch.hpp's override numbers), then the launcher's choice.
+std::vector<int> all_tiles() {
+  std::vector<int> t;
+  for (int i = 1; i <= lc::launch::kGemmTiles; ++i) t.push_back(i);
+  t.push_back(0);
+  return t;
 }
 
 struct Dims {
@@ -113,43 +131,35 @@ const std::vector<Dims>& ragged_dims() {
   static const std::vector<Dims> d = {
       {1, 1, 1},     {1, 3, 1},       {2, 1, 7},      {37, 129, 65},  {129, 200, 257}, {130, 131, 9},
       {128, 128, 8}, {128, 128, 16},  {4, 4, 4},      {257, 129, 300}, {64, 68, 132},  {200, 260, 264},
-      {129, 127, 8}, {1, 1000, 1001}, {333, 5, 1030}, {5, 7, 0},       {256, 256, 256}, {3, 260, 17}};
+      {129, 127, 8}, {1, 1000, 1001}, {333, 5, 1030}, {5, 7, 0},       {256, 256, 256}, {3, 260, 17},
+      {145, 129, 23}, {113, 300, 9}, {49, 257, 33}, {300, 144, 40}};
   return d;
 }
-
-// Forces one block tile for a scope (0: the launcher's choice again).
-struct ScopedTile {
-  explicit ScopedTile(int t) { lc::launch::gemm_tile_override(t); }
-  ~ScopedTile() { lc::launch::gemm_tile_override(0); }
-};
 
 TEST(CudaGemm, LayoutsMatchCpuOnRaggedShapes) {
   REQUIRE_DEVICE();
   int n = 0;
-  for (int tile : {1, 2, 0}) {
-    ScopedTile forced(tile);
-    for (Layout l : {Layout::xwt, Layout::dyw, Layout::dytx, Layout::at_b})
-      for (const Dims& d : ragged_dims()) {
-        const std::string diff = compare(l, d.N, d.M, d.K, 1000u + n++);
-        EXPECT_EQ(diff, "") << name(l) << " tile " << tile << " N " << d.N << " M " << d.M << " K " << d.K;
-      }
-  }
-  std::printf("ragged: %d products (tiles 64, 128, auto x 4 layouts x %zu shapes) bit-identical to cpu::gemm\n", n,
-              ragged_dims().size());
+  const auto tiles = all_tiles();
+  for (Layout l : {Layout::xwt, Layout::dyw, Layout::dytx, Layout::at_b})
+    for (const Dims& d : ragged_dims()) {
+      const std::string diff = compare(l, d.N, d.M, d.K, 1000u + n, false, tiles);
+      n += static_cast<int>(tiles.size());
+      EXPECT_EQ(diff, "") << name(l) << " N " << d.N << " M " << d.M << " K " << d.K;
+    }
+  std::printf("ragged: %d products (%zu tiles incl. auto x 4 layouts x %zu shapes) bit-identical to cpu::gemm\n", n,
+              tiles.size(), ragged_dims().size());
 }
 
 TEST(CudaGemm, SpecialValuesMatchCpu) {
   REQUIRE_DEVICE();
   int n = 0;
-  for (int tile : {1, 2}) {
-    ScopedTile forced(tile);
-    for (Layout l : {Layout::xwt, Layout::dyw, Layout::dytx, Layout::at_b})
-      for (const Dims& d : {Dims{37, 129, 65}, Dims{130, 131, 9}, Dims{64, 68, 132}, Dims{7, 5, 3}}) {
-        const std::string diff = compare(l, d.N, d.M, d.K, 77u + n++, true);
-        EXPECT_EQ(diff, "") << name(l) << " tile " << tile << " (special values) N " << d.N << " M " << d.M << " K "
-                            << d.K;
-      }
-  }
+  const auto tiles = all_tiles();
+  for (Layout l : {Layout::xwt, Layout::dyw, Layout::dytx, Layout::at_b})
+    for (const Dims& d : {Dims{37, 129, 65}, Dims{130, 131, 9}, Dims{64, 68, 132}, Dims{7, 5, 3}, Dims{150, 136, 20}}) {
+      const std::string diff = compare(l, d.N, d.M, d.K, 77u + n, true, tiles);
+      n += static_cast<int>(tiles.size());
+      EXPECT_EQ(diff, "") << name(l) << " (special values) N " << d.N << " M " << d.M << " K " << d.K;
+    }
   std::printf("special values: %d products bit-identical\n", n);
 }
 
@@ -172,17 +182,16 @@ TEST(CudaGemm, PaddedOutputRowsUntouched) {
 TEST(CudaGemm, LargeShapesMatchCpu) {
   REQUIRE_DEVICE();
   // GPT-2 layer shapes with fewer rows, and the vocabulary's odd width.
-  const std::vector<Dims> big = {{512, 2304, 768}, {512, 768, 3072}, {256, 50257, 768}, {2048, 768, 768}};
+  const std::vector<Dims> big = {{512, 2304, 768}, {512, 3072, 768}, {512, 768, 3072}, {256, 50257, 768}, {2048, 768, 768}};
   int n = 0;
-  for (int tile : {1, 2})
-    for (const Dims& d : big)
-      for (Layout l : {Layout::xwt, Layout::dyw, Layout::dytx}) {
-        ScopedTile forced(tile);
-        const std::string diff = compare(l, d.N, d.M, d.K, 9000u + n++);
-        EXPECT_EQ(diff, "") << name(l) << " tile " << tile << " N " << d.N << " M " << d.M << " K " << d.K;
-        std::printf("large: %s tile %d N %zu M %zu K %zu: %s\n", name(l), 64 * tile, d.N, d.M, d.K,
-                    diff.empty() ? "bit-identical" : "DIFFERS");
-      }
+  const auto tiles = all_tiles();
+  for (const Dims& d : big)
+    for (Layout l : {Layout::xwt, Layout::dyw, Layout::dytx}) {
+      const std::string diff = compare(l, d.N, d.M, d.K, 9000u + n++, false, tiles);
+      EXPECT_EQ(diff, "") << name(l) << " N " << d.N << " M " << d.M << " K " << d.K;
+      std::printf("large: %s N %zu M %zu K %zu, %zu tiles: %s\n", name(l), d.N, d.M, d.K, tiles.size(),
+                  diff.empty() ? "bit-identical" : diff.c_str());
+    }
 }
 
 TEST(CudaGemm, ColumnSumsMatchCpuChain) {

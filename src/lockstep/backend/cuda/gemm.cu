@@ -9,9 +9,11 @@
 //     tile is fetched into registers while the current one is consumed);
 //   * a thread owns 8×8 cells (rows ty*4+{0..3} and 64+ty*4+{0..3}, columns
 //     likewise from tx), 64 accumulators in registers;
-//   * outputs too small to give every SM a 128×128 tile (the weight gradients
-//     of 768-wide layers: with no split-K their only parallelism is their
-//     cells) take a 64×64 tile, k tiles of 16, 4×4 cells per thread;
+//   * the 64×64 tile (k tiles of 16, 4×4 cells per thread) and the
+//     shape-fitted tiles of gemm_tiled.cu (144/112/48×128, and 128×128 with
+//     8×4-thread warps and k tiles of 16, the default where 16-byte loads
+//     apply) are chosen by choose_tile's measured model: the weight gradients
+//     of 768-wide layers have only their cells as parallelism (no split-K);
 //   * the last k tile runs only its K % BK steps (padding k with zeros is not
 //     neutral: fma(0, 0, -0) = +0), rows and columns past the edge load zeros
 //     and are never stored.
@@ -267,24 +269,41 @@ void launch_one(int I, int J, int K, const float* A, std::size_t lda, const floa
 
 int g_tile_override = 0;
 
-// The block tile from the grid's fill. Measured on the H200 (docs/perf/
-// GEMM_CUDA.md): one 128×128 block per SM already runs at the SM's full
-// 128-tile rate (~0.30 TFLOP/s; two resident blocks share it), and the 64×64
-// tile runs at ~0.74 of that rate when the device is full. Blocks run in
-// ceil(blocks / SMs) rounds, so the 128 tile wins when its rounds are at least
-// 3/4 full (16384×768 outputs: 0.97; dW 2304×768: 108 blocks, 0.82) and loses
-// otherwise (dW 768×768: 36 blocks, 0.27; dW 3072×768: 144 blocks, 0.55).
-int choose_tile(int I, int J) {
-  if (g_tile_override == 1 || g_tile_override == 2) return g_tile_override;
+// The block tile from the output's shape. Measured on the H200 (docs/perf/
+// GEMM_CUDA.md, v2): blocks run in ceil(blocks / SMs) rounds at the SM's rate
+// for the tile (one 128×128 block already takes the SM's whole rate), so a
+// tile's time is ~ ceil(blocks / SMs) · cells per block / its rate. The rule
+// takes the cheapest tile by that model; it leaves the base tile (7, or 2
+// where the operands cannot take 16-byte loads) only for a predicted gain of
+// 3% or more. Rates relative to tile 7, from v2's forced-tile timings of the
+// GPT-2 products; the shape-fitted tiles 3, 4, 5 run only with 16-byte loads
+// (their scalar-load forms are correct but unmeasured and slower).
+struct TileModel {
+  int cfg, bm, bn;
+  double rate;
+  bool needs_vec;
+};
+constexpr TileModel kTiles[] = {
+    {7, 128, 128, 1.000, true},  {2, 128, 128, 0.916, false}, {1, 64, 64, 0.760, false},
+    {3, 144, 128, 0.871, true},  {4, 112, 128, 0.857, true},  {5, 48, 128, 0.578, true},
+};
+int choose_tile(int I, int J, bool vec) {
+  if (g_tile_override >= 1 && g_tile_override <= kGemmTiles) return g_tile_override;
   static const long sms = [] {
     int dev = 0, n = 0;
     if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
       return 132L;
     return static_cast<long>(n);
   }();
-  const long blocks = static_cast<long>((I + 127) / 128) * ((J + 127) / 128);
-  const long rounds = (blocks + sms - 1) / sms;
-  return 4 * blocks >= 3 * rounds * sms ? 2 : 1;
+  const auto cost = [&](const TileModel& t) {
+    const long blocks = static_cast<long>((I + t.bm - 1) / t.bm) * ((J + t.bn - 1) / t.bn);
+    return static_cast<double>((blocks + sms - 1) / sms) * t.bm * t.bn / t.rate;
+  };
+  const TileModel& base = vec ? kTiles[0] : kTiles[1];
+  const TileModel* best = &base;
+  for (const TileModel& t : kTiles)
+    if ((vec || !t.needs_vec) && cost(t) < cost(*best)) best = &t;
+  return cost(*best) <= 0.97 * cost(base) ? best->cfg : base.cfg;
 }
 
 template <int S, bool AKC, bool BKC>
@@ -319,10 +338,17 @@ void dispatch(int I, int J, int K, const float* A, std::size_t lda, const float*
         break;  // another family's mutant: the clean kernel
     }
   }
-  if (choose_tile(I, J) == 2)
-    dispatch_clean<2, AKC, BKC>(I, J, K, A, lda, B, ldb, C, ldc, epi);
-  else
-    dispatch_clean<1, AKC, BKC>(I, J, K, A, lda, B, ldb, C, ldc, epi);
+  const auto aligned = [](const float* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15) == 0; };
+  const bool va = aligned(A) && lda % 4 == 0 && (AKC ? K % 4 == 0 : I % 4 == 0);
+  const bool vb = aligned(B) && ldb % 4 == 0 && (BKC ? K % 4 == 0 : J % 4 == 0);
+  const int tile = choose_tile(I, J, va && vb);
+  if (tile == 1) return dispatch_clean<1, AKC, BKC>(I, J, K, A, lda, B, ldb, C, ldc, epi);
+  if (tile >= 3) {
+    const detail::TiledArgs args{I,   J,   K,   A,     lda,      B,        ldb, C, ldc, AKC, BKC, va && vb, va && vb,
+                                 epi.bias, epi.row_scale, epi.scale};
+    if (detail::gemm_tiled(tile, args)) return;
+  }
+  dispatch_clean<2, AKC, BKC>(I, J, K, A, lda, B, ldb, C, ldc, epi);
 }
 
 int checked_int(std::size_t n, const char* what) {

@@ -41,14 +41,40 @@ void gemm_xwt(std::size_t N, std::size_t M, std::size_t K, const float* X, const
 void gemm_dyw(std::size_t N, std::size_t M, std::size_t K, const float* dY, const float* W, float* dX);
 void gemm_dytx(std::size_t N, std::size_t M, std::size_t K, const float* dY, const float* X, float* dW);
 
-// Benchmarks and tests only: 1 forces the 64×64 block tile, 2 the 128×128
-// one, 0 (the default) lets the launcher choose by the output's size. Either
+// Benchmarks and tests only: forces one block tile (0, the default, lets the
+// launcher choose by the output's shape). 1: 64×64 and 2: 128×128 (gemm.cu);
+// the shape-fitted tiles of gemm_tiled.cu: 3: 144×128, 4: 112×128, 5: 48×128,
+// 6: 128×128 with 8×4-thread warps, 7: as 6 with k tiles of 16. Every tile
 // gives the same bits (the per-cell chain does not depend on the tiling).
+constexpr int kGemmTiles = 7;
 void gemm_tile_override(int tile);
 
 // out[j] = +0 + a[0, j] + a[1, j] + ... (rows ascending) of a row-major
 // [N, D] matrix: the bias gradient (cpu ops.cpp column_sums).
 void column_sums(const float* a, std::size_t N, std::size_t D, float* out);
+
+// --- Internal: gemm.cu's launcher into gemm_tiled.cu ---------------------------
+namespace detail {
+struct TiledArgs {
+  int I, J, K;
+  const float* A;
+  std::size_t lda;  // A(i,k) = A[i*lda + k] when akc, else A[k*lda + i]
+  const float* B;
+  std::size_t ldb;  // B(k,j) = B[j*ldb + k] when bkc, else B[k*ldb + j]
+  float* C;
+  std::size_t ldc;
+  bool akc, bkc;    // operand contiguous along k
+  bool va, vb;      // 16-byte loads allowed (both, or neither is used)
+  const float* bias;
+  const float* row_scale;
+  const float* scale;
+};
+// The block tile (rows, columns) of configuration cfg (3..7); false if none.
+bool tiled_shape(int cfg, int& bm, int& bn);
+// Launches configuration cfg; false (nothing launched) if it cannot take the
+// shape (grid rows beyond 65535).
+bool gemm_tiled(int cfg, const TiledArgs& args);
+}  // namespace detail
 
 // --- BitLinear quantizers (quant.cu; ops/quant.hpp, cpu ops.cpp) ------------
 
