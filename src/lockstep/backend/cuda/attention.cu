@@ -447,23 +447,127 @@ __global__ void __launch_bounds__(kThreads, DC <= 4 ? 3 : 1) fwd_tiled_kernel(Ar
 }
 
 // ===========================================================================
-// Tiled dk, dv. CTA: (key tile, kv head, batch). Scores transposed: keys
-// 4ty + a, queries tx + 16c. Accumulators: keys 4ty + a, d = tx + 16u.
-// Shared: Kt, Vt [Dh][64] (the CTA's keys, float4 along keys), Qn, dOn
-// [64][Dh + 1] (a query tile, padded rows), Ps, dSs [64 queries][68],
-// lse, D [64].
+// Tile loads, global -> shared. All of a thread's loads are issued before its
+// first store (one memory latency per tile, not one per element). V4: rows
+// are float4-aligned in global memory (Dh, the row strides and the base
+// pointers multiples of 4 floats / 16 bytes), so a thread moves float4s.
 // ===========================================================================
-std::size_t dkdv_smem_floats(int Dh) { return 128u * Dh + 128u * (Dh + 1) + 2u * 64u * kPad + 128u; }
+__device__ __forceinline__ float4 zero4() { return float4{0.0f, 0.0f, 0.0f, 0.0f}; }
 
-template <int DC>
-__global__ void __launch_bounds__(kThreads) dkdv_tiled_kernel(Args a) {
+// Two row-major tiles: dk[r][0..Dh) = sk[r·ldk + 0..Dh) for r < n, 0 for
+// n <= r < 64 (row stride ldr). NV: float4s per thread (64·Dh/4 <= NV·256).
+template <int NV, bool V4>
+__device__ __forceinline__ void load_rows2(float* d0, const float* s0, i64 ld0, float* d1, const float* s1, i64 ld1,
+                                           int ldr, int n, int Dh, int tid) {
+  if constexpr (V4) {
+    const int q4 = Dh >> 2, total = kTile * q4;
+    float4 b0[NV], b1[NV];
+#pragma unroll
+    for (int u = 0; u < NV; ++u) {
+      const int f = tid + u * kThreads;
+      b0[u] = zero4();
+      b1[u] = zero4();
+      if (f < total) {
+        const int r = f / q4, c = f - r * q4;
+        if (r < n) {
+          b0[u] = ld4(s0 + r * ld0 + 4 * c);
+          b1[u] = ld4(s1 + r * ld1 + 4 * c);
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < NV; ++u) {
+      const int f = tid + u * kThreads;
+      if (f < total) {
+        const int r = f / q4, c = f - r * q4;
+        *reinterpret_cast<float4*>(d0 + r * ldr + 4 * c) = b0[u];
+        *reinterpret_cast<float4*>(d1 + r * ldr + 4 * c) = b1[u];
+      }
+    }
+  } else {
+    for (int e = tid; e < kTile * Dh; e += kThreads) {
+      const int r = e / Dh, d = e - r * Dh;
+      const bool in = r < n;
+      d0[r * ldr + d] = in ? s0[r * ld0 + d] : 0.0f;
+      d1[r * ldr + d] = in ? s1[r * ld1 + d] : 0.0f;
+    }
+  }
+}
+
+// Row length of the row-major tiles of the backward: Dh rounded up to 4, + 4
+// (float4-aligned rows; 16 rows read as float4 at one column take the minimum
+// 2 wavefronts).
+__host__ __device__ inline int ldr_of(int Dh) { return ((Dh + 3) & ~3) + 4; }
+
+// The score-phase chains of a 4×4 patch: s[r][c] = fma over d ascending of
+// A row ra(r) and B row rb(c) (A rows broadcast across the half-warp, B rows
+// 16 distinct), two products at once: (A1, B1) and (A2, B2).
+__device__ __forceinline__ void patch_chains(const float* A1, const float* B1, const float* A2, const float* B2,
+                                             int ldr, int Dh, int ra0, int rb0, float (&s1)[4][4],
+                                             float (&s2)[4][4]) {
+#pragma unroll
+  for (int r = 0; r < 4; ++r)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) s1[r][c] = s2[r][c] = 0.0f;
+  const int D4 = Dh >> 2;
+  for (int d4 = 0; d4 < D4; ++d4) {
+    {
+      float a[4][4], bb[4][4];
+#pragma unroll
+      for (int r = 0; r < 4; ++r) unpack(ld4(A1 + (ra0 + r) * ldr + 4 * d4), a[r]);
+#pragma unroll
+      for (int c = 0; c < 4; ++c) unpack(ld4(B1 + (rb0 + 16 * c) * ldr + 4 * d4), bb[c]);
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) s1[r][c] = fma_rn(a[r][e], bb[c][e], s1[r][c]);
+    }
+    {
+      float a[4][4], bb[4][4];
+#pragma unroll
+      for (int r = 0; r < 4; ++r) unpack(ld4(A2 + (ra0 + r) * ldr + 4 * d4), a[r]);
+#pragma unroll
+      for (int c = 0; c < 4; ++c) unpack(ld4(B2 + (rb0 + 16 * c) * ldr + 4 * d4), bb[c]);
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) s2[r][c] = fma_rn(a[r][e], bb[c][e], s2[r][c]);
+    }
+  }
+  for (int d = 4 * D4; d < Dh; ++d) {
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        s1[r][c] = fma_rn(A1[(ra0 + r) * ldr + d], B1[(rb0 + 16 * c) * ldr + d], s1[r][c]);
+        s2[r][c] = fma_rn(A2[(ra0 + r) * ldr + d], B2[(rb0 + 16 * c) * ldr + d], s2[r][c]);
+      }
+  }
+}
+
+// ===========================================================================
+// Tiled dk, dv. CTA: (key tile, kv head, batch). Scores transposed: keys
+// 4ty + a, queries tx + 16c. Accumulators: keys 4ty + a, d = d_of<DC>(tx, u).
+// Shared, row-major [64][ldr] (float4 along d): Kn, Vn (the CTA's keys), Qn,
+// dOn (a query tile); Ps, dSs [64 queries][68] (float4 of 4 keys); lse, D.
+// ===========================================================================
+std::size_t dkdv_smem_floats(int Dh) {
+  return 4u * 64u * static_cast<unsigned>(ldr_of(Dh)) + 2u * 64u * kPad + 128u + 64u;  // + 64: DC = 8 over-read
+}
+
+template <int DC, bool V4>
+__global__ void __launch_bounds__(kThreads, DC <= 4 ? 2 : 1) dkdv_tiled_kernel(Args a) {
   LS_SMEM(sm);
-  const int Dh = a.Dh, T = a.T, ldn = Dh + 1;
-  float* Kt = sm;
-  float* Vt = Kt + Dh * kTile;
-  float* Qn = Vt + Dh * kTile;
-  float* dOn = Qn + kTile * ldn;
-  float* Ps = dOn + kTile * ldn;  // offset 256·Dh + 128: a multiple of 4
+  const int Dh = a.Dh, T = a.T, ldr = ldr_of(Dh), ts = kTile * ldr;
+  float* Kn = sm;
+  float* Vn = Kn + ts;
+  float* Qn = Vn + ts;
+  float* dOn = Qn + ts;
+  float* Ps = dOn + ts;
   float* dSs = Ps + kTile * kPad;
   float* lse_s = dSs + kTile * kPad;
   float* D_s = lse_s + kTile;
@@ -471,13 +575,9 @@ __global__ void __launch_bounds__(kThreads) dkdv_tiled_kernel(Args a) {
   const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
   const int j0 = static_cast<int>(blockIdx.x) * kTile;  // blockIdx 0 (the longest) first
   const int g = blockIdx.y, b = blockIdx.z;
+  const int nk = T - j0 < kTile ? T - j0 : kTile;
 
-  for (int e = tid; e < kTile * Dh; e += kThreads) {
-    const int c = e & 63, d = e >> 6;
-    const bool in = j0 + c < T;
-    Kt[d * kTile + c] = in ? a.k[kvoff(a, b, j0 + c, g) + d] : 0.0f;
-    Vt[d * kTile + c] = in ? a.v[kvoff(a, b, j0 + c, g) + d] : 0.0f;
-  }
+  load_rows2<DC, V4>(Kn, a.k + kvoff(a, b, j0, g), a.ldkv, Vn, a.v + kvoff(a, b, j0, g), a.ldkv, ldr, nk, Dh, tid);
 
   float ak[4][DC], av[4][DC];
 #pragma unroll
@@ -485,18 +585,14 @@ __global__ void __launch_bounds__(kThreads) dkdv_tiled_kernel(Args a) {
 #pragma unroll
     for (int u = 0; u < DC; ++u) ak[r][u] = av[r][u] = 0.0f;
 
+  const i64 ldo = static_cast<i64>(a.Hq) * Dh;
   for (int rr = 0; rr < a.rep; ++rr) {
     const int h = g * a.rep + rr;
     for (int i0 = j0; i0 < T; i0 += kTile) {
       const bool diag = i0 == j0;
       const int nq = T - i0 < kTile ? T - i0 : kTile;
       __syncthreads();  // the previous tile's readers are done
-      for (int e = tid; e < kTile * Dh; e += kThreads) {
-        const int r = e / Dh, d = e - r * Dh;
-        const bool in = r < nq;
-        Qn[r * ldn + d] = in ? qrow(a, b, i0 + r, h)[d] : 0.0f;
-        dOn[r * ldn + d] = in ? a.dout[ooff(a, b, i0 + r, h) + d] : 0.0f;
-      }
+      load_rows2<DC, V4>(Qn, qrow(a, b, i0, h), a.ldq, dOn, a.dout + ooff(a, b, i0, h), ldo, ldr, nq, Dh, tid);
       if (tid < kTile) {
         const bool in = tid < nq;
         lse_s[tid] = in ? a.lse[lseoff(a, b, h, i0 + tid)] : 0.0f;
@@ -507,27 +603,7 @@ __global__ void __launch_bounds__(kThreads) dkdv_tiled_kernel(Args a) {
       // s (q·k) and dP (dO·v) of keys 4ty + r, queries tx + 16c; then P, dS.
       {
         float s[4][4], dp[4][4];
-#pragma unroll
-        for (int r = 0; r < 4; ++r)
-#pragma unroll
-          for (int c = 0; c < 4; ++c) s[r][c] = dp[r][c] = 0.0f;
-        for (int d = 0; d < Dh; ++d) {
-          float ka[4], va[4], qa[4], oa[4];
-          unpack(ld4(Kt + d * kTile + 4 * ty), ka);
-          unpack(ld4(Vt + d * kTile + 4 * ty), va);
-#pragma unroll
-          for (int c = 0; c < 4; ++c) {
-            qa[c] = Qn[(tx + 16 * c) * ldn + d];
-            oa[c] = dOn[(tx + 16 * c) * ldn + d];
-          }
-#pragma unroll
-          for (int r = 0; r < 4; ++r)
-#pragma unroll
-            for (int c = 0; c < 4; ++c) {
-              s[r][c] = fma_rn(qa[c], ka[r], s[r][c]);
-              dp[r][c] = fma_rn(oa[c], va[r], dp[r][c]);
-            }
-        }
+        patch_chains(Kn, Qn, Vn, dOn, ldr, Dh, 4 * ty, tx, s, dp);
 #pragma unroll
         for (int c = 0; c < 4; ++c) {
           const int qi = tx + 16 * c;
@@ -550,12 +626,8 @@ __global__ void __launch_bounds__(kThreads) dkdv_tiled_kernel(Args a) {
         float p[4], ds[4], qd[DC], od[DC];
         unpack(ld4(Ps + qi * kPad + 4 * ty), p);
         unpack(ld4(dSs + qi * kPad + 4 * ty), ds);
-#pragma unroll
-        for (int u = 0; u < DC; ++u) {
-          const int d = tx + 16 * u;
-          qd[u] = d < Dh ? Qn[qi * ldn + d] : 0.0f;
-          od[u] = d < Dh ? dOn[qi * ldn + d] : 0.0f;
-        }
+        load_v<DC>(Qn + qi * ldr, tx, qd);
+        load_v<DC>(dOn + qi * ldr, tx, od);
         if (!diag || qi >= 4 * ty + 3) {
 #pragma unroll
           for (int r = 0; r < 4; ++r)
@@ -586,7 +658,7 @@ __global__ void __launch_bounds__(kThreads) dkdv_tiled_kernel(Args a) {
     const i64 off = kvoff(a, b, j, g);
 #pragma unroll
     for (int u = 0; u < DC; ++u) {
-      const int d = tx + 16 * u;
+      const int d = d_of<DC>(tx, u);
       if (d < Dh) {
         a.dk[off + d] = mul(ak[r][u], a.scale);
         a.dv[off + d] = av[r][u];
@@ -597,21 +669,23 @@ __global__ void __launch_bounds__(kThreads) dkdv_tiled_kernel(Args a) {
 
 // ===========================================================================
 // Tiled dq. CTA: (query tile, head, batch). Scores: queries 4ty + a, keys
-// tx + 16c. Accumulators: queries 4ty + a, d = tx + 16u.
-// Shared: Qt, dOt [Dh][64] (float4 along queries), Kn, Vn [64][Dh + 1] (a
-// key block, padded rows), dSt [64 keys][68], lse, D [64].
+// tx + 16c. Accumulators: queries 4ty + a, d = d_of<DC>(tx, u).
+// Shared, row-major [64][ldr]: Qn, dOn (the CTA's queries), Kn, Vn (a key
+// block); dSt [64 keys][68] (float4 of 4 queries); lse, D [64].
 // ===========================================================================
-std::size_t dq_smem_floats(int Dh) { return 128u * Dh + 128u * (Dh + 1) + 64u * kPad + 128u; }
+std::size_t dq_smem_floats(int Dh) {
+  return 4u * 64u * static_cast<unsigned>(ldr_of(Dh)) + 64u * kPad + 128u + 64u;
+}
 
-template <int DC>
-__global__ void __launch_bounds__(kThreads) dq_tiled_kernel(Args a) {
+template <int DC, bool V4>
+__global__ void __launch_bounds__(kThreads, DC <= 4 ? 2 : 1) dq_tiled_kernel(Args a) {
   LS_SMEM(sm);
-  const int Dh = a.Dh, T = a.T, ldn = Dh + 1;
-  float* Qt = sm;
-  float* dOt = Qt + Dh * kTile;
-  float* Kn = dOt + Dh * kTile;
-  float* Vn = Kn + kTile * ldn;
-  float* dSt = Vn + kTile * ldn;  // offset 256·Dh + 128
+  const int Dh = a.Dh, T = a.T, ldr = ldr_of(Dh), ts = kTile * ldr;
+  float* Qn = sm;
+  float* dOn = Qn + ts;
+  float* Kn = dOn + ts;
+  float* Vn = Kn + ts;
+  float* dSt = Vn + ts;
   float* lse_s = dSt + kTile * kPad;
   float* D_s = lse_s + kTile;
 
@@ -619,15 +693,12 @@ __global__ void __launch_bounds__(kThreads) dq_tiled_kernel(Args a) {
   const int qb = static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x);  // long tiles first
   const int h = blockIdx.y, b = blockIdx.z, g = h / a.rep;
   const int i0 = qb * kTile;
+  const int nq = T - i0 < kTile ? T - i0 : kTile;
 
-  for (int e = tid; e < kTile * Dh; e += kThreads) {
-    const int r = e & 63, d = e >> 6;
-    const bool in = i0 + r < T;
-    Qt[d * kTile + r] = in ? qrow(a, b, i0 + r, h)[d] : 0.0f;
-    dOt[d * kTile + r] = in ? a.dout[ooff(a, b, i0 + r, h) + d] : 0.0f;
-  }
+  const i64 ldo = static_cast<i64>(a.Hq) * Dh;
+  load_rows2<DC, V4>(Qn, qrow(a, b, i0, h), a.ldq, dOn, a.dout + ooff(a, b, i0, h), ldo, ldr, nq, Dh, tid);
   if (tid < kTile) {
-    const bool in = i0 + tid < T;
+    const bool in = tid < nq;
     lse_s[tid] = in ? a.lse[lseoff(a, b, h, i0 + tid)] : 0.0f;
     D_s[tid] = in ? a.delta[lseoff(a, b, h, i0 + tid)] : 0.0f;
   }
@@ -641,38 +712,14 @@ __global__ void __launch_bounds__(kThreads) dq_tiled_kernel(Args a) {
   for (int kb = 0; kb <= qb; ++kb) {
     const int j0 = kb * kTile;
     const bool diag = kb == qb;
+    const int nk = T - j0 < kTile ? T - j0 : kTile;
     __syncthreads();
-    for (int e = tid; e < kTile * Dh; e += kThreads) {
-      const int c = e / Dh, d = e - c * Dh;
-      const bool in = j0 + c < T;
-      Kn[c * ldn + d] = in ? a.k[kvoff(a, b, j0 + c, g) + d] : 0.0f;
-      Vn[c * ldn + d] = in ? a.v[kvoff(a, b, j0 + c, g) + d] : 0.0f;
-    }
+    load_rows2<DC, V4>(Kn, a.k + kvoff(a, b, j0, g), a.ldkv, Vn, a.v + kvoff(a, b, j0, g), a.ldkv, ldr, nk, Dh, tid);
     __syncthreads();
 
     {
       float s[4][4], dp[4][4];
-#pragma unroll
-      for (int r = 0; r < 4; ++r)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) s[r][c] = dp[r][c] = 0.0f;
-      for (int d = 0; d < Dh; ++d) {
-        float qa[4], oa[4], ka[4], va[4];
-        unpack(ld4(Qt + d * kTile + 4 * ty), qa);
-        unpack(ld4(dOt + d * kTile + 4 * ty), oa);
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          ka[c] = Kn[(tx + 16 * c) * ldn + d];
-          va[c] = Vn[(tx + 16 * c) * ldn + d];
-        }
-#pragma unroll
-        for (int r = 0; r < 4; ++r)
-#pragma unroll
-          for (int c = 0; c < 4; ++c) {
-            s[r][c] = fma_rn(qa[r], ka[c], s[r][c]);
-            dp[r][c] = fma_rn(oa[r], va[c], dp[r][c]);
-          }
-      }
+      patch_chains(Qn, Kn, dOn, Vn, ldr, Dh, 4 * ty, tx, s, dp);
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
         const int kc = tx + 16 * c;
@@ -693,11 +740,7 @@ __global__ void __launch_bounds__(kThreads) dq_tiled_kernel(Args a) {
     for (int c = 0; c <= last; ++c) {
       float ds[4], kd[DC];
       unpack(ld4(dSt + c * kPad + 4 * ty), ds);
-#pragma unroll
-      for (int u = 0; u < DC; ++u) {
-        const int d = tx + 16 * u;
-        kd[u] = d < Dh ? Kn[c * ldn + d] : 0.0f;
-      }
+      load_v<DC>(Kn + c * ldr, tx, kd);
       if (!diag || c <= 4 * ty) {
 #pragma unroll
         for (int r = 0; r < 4; ++r)
@@ -721,7 +764,7 @@ __global__ void __launch_bounds__(kThreads) dq_tiled_kernel(Args a) {
     float* dqr = a.dq + (static_cast<i64>(b) * T + i) * a.ldq + static_cast<i64>(h) * Dh;
 #pragma unroll
     for (int u = 0; u < DC; ++u) {
-      const int d = tx + 16 * u;
+      const int d = d_of<DC>(tx, u);
       if (d < Dh) dqr[d] = mul(acc[r][u], a.scale);
     }
   }
@@ -760,18 +803,32 @@ void fwd_tiled(const Args& a) {
   LS_LAUNCH(fwd_tiled_kernel<DC>, grid, dim3(kThreads), bytes, a);
 }
 
-template <int DC>
-void bwd_tiled(const Args& a) {
+template <int DC, bool V4>
+void bwd_tiled_v(const Args& a) {
   const unsigned tiles = static_cast<unsigned>((a.T + kTile - 1) / kTile);
+  auto* const kv_kernel = dkdv_tiled_kernel<DC, V4>;
+  auto* const q_kernel = dq_tiled_kernel<DC, V4>;
   const int kv_bytes = static_cast<int>(dkdv_smem_floats(a.Dh) * sizeof(float));
-  LS_SET_SMEM(dkdv_tiled_kernel<DC>, kv_bytes);
-  LS_LAUNCH(dkdv_tiled_kernel<DC>, dim3(tiles, static_cast<unsigned>(a.Hkv), static_cast<unsigned>(a.B)),
-            dim3(kThreads), kv_bytes, a);
+  LS_SET_SMEM(kv_kernel, kv_bytes);
+  LS_LAUNCH(kv_kernel, dim3(tiles, static_cast<unsigned>(a.Hkv), static_cast<unsigned>(a.B)), dim3(kThreads),
+            kv_bytes, a);
   check_launch("attention_bwd (dk, dv)");
   const int q_bytes = static_cast<int>(dq_smem_floats(a.Dh) * sizeof(float));
-  LS_SET_SMEM(dq_tiled_kernel<DC>, q_bytes);
-  LS_LAUNCH(dq_tiled_kernel<DC>, dim3(tiles, static_cast<unsigned>(a.Hq), static_cast<unsigned>(a.B)),
-            dim3(kThreads), q_bytes, a);
+  LS_SET_SMEM(q_kernel, q_bytes);
+  LS_LAUNCH(q_kernel, dim3(tiles, static_cast<unsigned>(a.Hq), static_cast<unsigned>(a.B)), dim3(kThreads), q_bytes,
+            a);
+}
+
+// The backward's global tile rows can be moved as float4s: Dh and the row
+// strides multiples of 4 floats, the base pointers 16-byte aligned.
+bool rows_v4(const Args& a) {
+  const auto al = [](const float* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  return a.Dh % 4 == 0 && a.ldq % 4 == 0 && a.ldkv % 4 == 0 && al(a.q) && al(a.k) && al(a.v) && al(a.dout);
+}
+template <int DC>
+void bwd_tiled(const Args& a) {
+  if (rows_v4(a)) bwd_tiled_v<DC, true>(a);
+  else bwd_tiled_v<DC, false>(a);
 }
 
 }  // namespace
