@@ -12,14 +12,25 @@
 //   * acc_d (forward), dq_d: one thread per (row, d) cell, keys ascending;
 //   * dk_d, dv_d: one thread per (key, d) cell, heads of the group ascending,
 //     then queries ascending. No atomics: each chain has one owner.
-// The backward recomputes P from lse (no T×T matrix in memory): the dk/dv
-// kernel and the dq kernel each recompute the scores and dP of their tiles.
+// The backward recomputes P from lse. The dk/dv kernel computes s, P, dP and
+// dS of each (query tile, key block) tile; on the stored-dS path (the
+// default, when the scratch holds the dS tiles of at least one batch
+// element: B·Hq·nt(nt+1)/2·16 KB for the whole batch, nt = ceil(T/64)) it
+// writes dS^T to the scratch and the dq kernel only runs its chains over it;
+// otherwise the dq kernel recomputes s, P, dP and dS of its tiles.
 //
 // Tiled kernels (key_block 64, head_dim <= 128): a CTA of 256 threads owns 64
 // queries (forward, dq) or 64 keys (dk, dv); Q/K/V/dO tiles in shared memory;
 // a thread owns a 4×4 patch of the 64×64 score tile and 4 rows × DC d-cells
-// (d = tx + 16u) of the accumulators. Other shapes run the one-thread-per-cell
-// kernels (the same expression, slow, for odd key blocks and head sizes).
+// of the accumulators (backward: d = d_of<DC>(tx, u), float4 runs along d).
+// Tiles move global -> shared as float4 rows where the layout allows
+// (rows_v4), all of a thread's loads in flight before its stores. Other
+// shapes run the one-thread-per-cell kernels (the same expression, slow, for
+// odd key blocks and head sizes).
+//
+// Grids: blockIdx (x, y, z) = (head, batch, tile), tiles numbered longest
+// first; CTAs start in x-fastest order, so every head's longest tiles start
+// before any shorter one (no long CTA left for the tail of the launch).
 //
 // The macros below are the CUDA spellings; a host emulator (thread per lane,
 // barrier per CTA) can define them before including this file.
@@ -64,7 +75,7 @@ struct Args {
   float* dq;
   float* dk;
   float* dv;
-  float* dsbuf;       // the dS tiles of batch elements b0 .. b0 + gridDim.z - 1 (stored-dS path), else null
+  float* dsbuf;       // the dS tiles of batch elements b0 .. b0 + gridDim.y - 1 (stored-dS path), else null
   int b0;             // first batch element of this launch
   int B, T, Hq, Hkv, Dh, rep, KB;
   i64 ldq, ldkv;
@@ -345,7 +356,7 @@ __device__ __forceinline__ void load_t(float* Qt, const float* qs, i64 ld, int D
 }
 
 // ===========================================================================
-// Tiled forward. CTA: (query tile, head, batch), 256 threads (tx = tid % 16,
+// Tiled forward. CTA: (head, batch, query tile) = blockIdx (x, y, z), 256 threads (tx = tid % 16,
 // ty = tid / 16; a row's 16 score lanes are one half-warp).
 //   * scores: rows 4ty + a, keys 4tx + c, chains over d in registers;
 //   * the block max of a row: each lane folds its 4 keys in order, then the
@@ -423,8 +434,8 @@ __global__ void __launch_bounds__(kThreads, DC <= 4 ? 3 : 1) fwd_tiled_kernel(Ar
   float* m_s = al_s + kTile;
 
   const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4, half = tid & 16;
-  const int qb = static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x);  // long tiles first
-  const int h = blockIdx.y, b = blockIdx.z, g = h / a.rep;
+  const int qb = static_cast<int>(gridDim.z) - 1 - static_cast<int>(blockIdx.z);  // long tiles first
+  const int h = blockIdx.x, b = blockIdx.y, g = h / a.rep;
   const int i0 = qb * kTile;
 
   load_t<DC, V4>(Qt, qrow(a, b, i0, h), a.ldq, Dh, T - i0, tid);
@@ -634,7 +645,7 @@ __device__ __forceinline__ i64 ds_tile(const Args& a, int bz, int h, int qb, int
 }
 
 // ===========================================================================
-// Tiled dk, dv. CTA: (key tile, kv head, batch). Scores transposed: keys
+// Tiled dk, dv. CTA: (kv head, batch - b0, key tile). Scores transposed: keys
 // 4ty + a, queries tx + 16c. Accumulators: keys 4ty + a, d = d_of<DC>(tx, u).
 // Shared, row-major [64][ldr] (float4 along d): Kn, Vn (the CTA's keys), Qn,
 // dOn (a query tile); Ps, dSs [64 queries][68] (float4 of 4 keys); lse, D.
@@ -657,8 +668,8 @@ __global__ void __launch_bounds__(kThreads, DC <= 4 ? 2 : 1) dkdv_tiled_kernel(A
   float* D_s = lse_s + kTile;
 
   const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
-  const int j0 = static_cast<int>(blockIdx.x) * kTile;  // blockIdx 0 (the longest) first
-  const int g = blockIdx.y, b = a.b0 + static_cast<int>(blockIdx.z);
+  const int j0 = static_cast<int>(blockIdx.z) * kTile;  // blockIdx.z 0 (the longest) first
+  const int g = blockIdx.x, b = a.b0 + static_cast<int>(blockIdx.y);
   const int nk = T - j0 < kTile ? T - j0 : kTile;
 
   load_rows2<DC, V4>(Kn, ldr, a.k + kvoff(a, b, j0, g), a.ldkv, Dh, Vn, ldr, a.v + kvoff(a, b, j0, g), a.ldkv, Dh,
@@ -705,7 +716,7 @@ __global__ void __launch_bounds__(kThreads, DC <= 4 ? 2 : 1) dkdv_tiled_kernel(A
           if constexpr (STORE) {
             // dS^T tile [64 keys][64 queries] for the dq kernel (cells past the
             // causal edge or T: never read).
-            float* t = a.dsbuf + ds_tile(a, static_cast<int>(blockIdx.z), h, i0 / kTile, j0 / kTile);
+            float* t = a.dsbuf + ds_tile(a, static_cast<int>(blockIdx.y), h, i0 / kTile, j0 / kTile);
 #pragma unroll
             for (int r = 0; r < 4; ++r) t[(4 * ty + r) * kTile + qi] = ds[r];
           }
@@ -761,7 +772,7 @@ __global__ void __launch_bounds__(kThreads, DC <= 4 ? 2 : 1) dkdv_tiled_kernel(A
 }
 
 // ===========================================================================
-// Tiled dq. CTA: (query tile, head, batch). Scores: queries 4ty + a, keys
+// Tiled dq. CTA: (head, batch - b0, query tile). Scores: queries 4ty + a, keys
 // tx + 16c. Accumulators: queries 4ty + a, d = d_of<DC>(tx, u).
 // Shared, row-major [64][ldr]: Qn, dOn (the CTA's queries), Kn, Vn (a key
 // block); dSt [64 keys][68] (float4 of 4 queries); lse, D [64].
@@ -783,8 +794,8 @@ __global__ void __launch_bounds__(kThreads, DC <= 4 ? 2 : 1) dq_tiled_kernel(Arg
   float* D_s = lse_s + kTile;
 
   const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
-  const int qb = static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x);  // long tiles first
-  const int h = blockIdx.y, b = a.b0 + static_cast<int>(blockIdx.z), g = h / a.rep;
+  const int qb = static_cast<int>(gridDim.z) - 1 - static_cast<int>(blockIdx.z);  // long tiles first
+  const int h = blockIdx.x, b = a.b0 + static_cast<int>(blockIdx.y), g = h / a.rep;
   const int i0 = qb * kTile;
   const int nq = T - i0 < kTile ? T - i0 : kTile;
 
@@ -865,7 +876,7 @@ __global__ void __launch_bounds__(kThreads, DC <= 4 ? 2 : 1) dq_tiled_kernel(Arg
 }
 
 // ===========================================================================
-// dq from stored dS. CTA: (query tile, head, batch - b0). Accumulators as in
+// dq from stored dS. CTA: (head, batch - b0, query tile). Accumulators as in
 // dq_tiled_kernel; per key block: Kn [64][ldr] and the dS^T tile dSt
 // [64 keys][68] (float4 of 4 queries), both loaded as float4 rows.
 // ===========================================================================
@@ -879,8 +890,8 @@ __global__ void __launch_bounds__(kThreads) dq_stored_kernel(Args a) {
   float* dSt = Kn + kTile * ldr;
 
   const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
-  const int qb = static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x);  // long tiles first
-  const int h = blockIdx.y, bz = static_cast<int>(blockIdx.z), b = a.b0 + bz, g = h / a.rep;
+  const int qb = static_cast<int>(gridDim.z) - 1 - static_cast<int>(blockIdx.z);  // long tiles first
+  const int h = blockIdx.x, bz = static_cast<int>(blockIdx.y), b = a.b0 + bz, g = h / a.rep;
   const int i0 = qb * kTile;
 
   float acc[4][DC];
@@ -970,8 +981,8 @@ void fwd_tiled(const Args& a) {
   const int bytes = static_cast<int>(fwd_smem_floats(a.Dh) * sizeof(float));
   auto* const kernel = rows_v4(a) ? fwd_tiled_kernel<DC, true> : fwd_tiled_kernel<DC, false>;
   LS_SET_SMEM(kernel, bytes);
-  const dim3 grid(static_cast<unsigned>((a.T + kTile - 1) / kTile), static_cast<unsigned>(a.Hq),
-                  static_cast<unsigned>(a.B));
+  const dim3 grid(static_cast<unsigned>(a.Hq), static_cast<unsigned>(a.B),
+                  static_cast<unsigned>((a.T + kTile - 1) / kTile));
   LS_LAUNCH(kernel, grid, dim3(kThreads), bytes, a);
 }
 
@@ -985,12 +996,12 @@ void bwd_tiled_v(Args a, int chunk) {
     auto* const kv_kernel = dkdv_tiled_kernel<DC, V4, false>;
     auto* const q_kernel = dq_tiled_kernel<DC, V4>;
     LS_SET_SMEM(kv_kernel, kv_bytes);
-    LS_LAUNCH(kv_kernel, dim3(tiles, static_cast<unsigned>(a.Hkv), static_cast<unsigned>(a.B)), dim3(kThreads),
+    LS_LAUNCH(kv_kernel, dim3(static_cast<unsigned>(a.Hkv), static_cast<unsigned>(a.B), tiles), dim3(kThreads),
               kv_bytes, a);
     check_launch("attention_bwd (dk, dv)");
     const int q_bytes = static_cast<int>(dq_smem_floats(a.Dh) * sizeof(float));
     LS_SET_SMEM(q_kernel, q_bytes);
-    LS_LAUNCH(q_kernel, dim3(tiles, static_cast<unsigned>(a.Hq), static_cast<unsigned>(a.B)), dim3(kThreads),
+    LS_LAUNCH(q_kernel, dim3(static_cast<unsigned>(a.Hq), static_cast<unsigned>(a.B), tiles), dim3(kThreads),
               q_bytes, a);
     return;
   }
@@ -1002,9 +1013,9 @@ void bwd_tiled_v(Args a, int chunk) {
   for (int b0 = 0; b0 < a.B; b0 += chunk) {
     a.b0 = b0;
     const unsigned nb = static_cast<unsigned>(a.B - b0 < chunk ? a.B - b0 : chunk);
-    LS_LAUNCH(kv_kernel, dim3(tiles, static_cast<unsigned>(a.Hkv), nb), dim3(kThreads), kv_bytes, a);
+    LS_LAUNCH(kv_kernel, dim3(static_cast<unsigned>(a.Hkv), nb, tiles), dim3(kThreads), kv_bytes, a);
     check_launch("attention_bwd (dk, dv, dS)");
-    LS_LAUNCH(q_kernel, dim3(tiles, static_cast<unsigned>(a.Hq), nb), dim3(kThreads), q_bytes, a);
+    LS_LAUNCH(q_kernel, dim3(static_cast<unsigned>(a.Hq), nb, tiles), dim3(kThreads), q_bytes, a);
     check_launch("attention_bwd (dq from dS)");
   }
 }
