@@ -2,7 +2,9 @@
 // kernels, bit for bit: the gate cases (clean and dirty-buffer passes), the
 // gate's teeth (the attention_drop_scale mutant is refused), the GPT-2 124M
 // shape whole (B 16, T 1024, H 12, Dh 64, fused q|k|v) compared cell for cell,
-// and its timing.
+// and its timing — the backward on both of its paths (stored dS, the default;
+// dq recomputing dS, when the scratch holds D_i only), which must agree bit
+// for bit.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
