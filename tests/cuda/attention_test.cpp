@@ -2,7 +2,9 @@
 // kernels, bit for bit: the gate cases (clean and dirty-buffer passes), the
 // gate's teeth (the attention_drop_scale mutant is refused), the GPT-2 124M
 // shape whole (B 16, T 1024, H 12, Dh 64, fused q|k|v) compared cell for cell,
-// and its timing.
+// and its timing — the backward on both of its paths (stored dS, the default;
+// dq recomputing dS, when the scratch holds D_i only), which must agree bit
+// for bit.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
@@ -126,8 +128,26 @@ TEST(CudaAttention, Gpt2ShapeTimedAndBitIdentical) {
   auto bwd = [&] {
     gpu.attention_bwd(c, q, ld, k, v, ld, O.data(), L.data(), DO.data(), G.data(), G.data() + D, G.data() + 2 * D);
   };
+  // The backward's other path: dq recomputes dS (scratch holds D_i only),
+  // straight through the launcher.
+  namespace ll = lc::launch;
+  ll::AttentionShape sh;
+  sh.batch = B;
+  sh.seq = T;
+  sh.q_heads = sh.kv_heads = H;
+  sh.head_dim = Dh;
+  sh.ldq = sh.ldkv = ld;
+  sh.scale = ops::Attention::scale_of<float>(c);
+  lc::DeviceBuffer<float> G2, S2;
+  G2.resize(N * ld);
+  S2.resize(B * H * T);
+  auto bwd_recompute = [&] {
+    ll::attention_bwd(sh, q, k, v, O.data(), L.data(), DO.data(), G2.data(), G2.data() + D, G2.data() + 2 * D,
+                      S2.data(), S2.size());
+  };
   fwd();
   bwd();
+  bwd_recompute();
   lc::synchronize("warm-up");
 
   cudaEvent_t e0, e1, e2;
@@ -135,7 +155,7 @@ TEST(CudaAttention, Gpt2ShapeTimedAndBitIdentical) {
   cudaEventCreate(&e1);
   cudaEventCreate(&e2);
   const int reps = 10;
-  double fwd_ms = 0, bwd_ms = 0;
+  double fwd_ms = 0, bwd_ms = 0, rec_ms = 0;
   for (int r = 0; r < reps; ++r) {
     cudaEventRecord(e0);
     fwd();
@@ -148,6 +168,12 @@ TEST(CudaAttention, Gpt2ShapeTimedAndBitIdentical) {
     cudaEventElapsedTime(&b, e1, e2);
     fwd_ms += static_cast<double>(a) / reps;
     bwd_ms += static_cast<double>(b) / reps;
+    cudaEventRecord(e1);
+    bwd_recompute();
+    cudaEventRecord(e2);
+    cudaEventSynchronize(e2);
+    cudaEventElapsedTime(&b, e1, e2);
+    rec_ms += static_cast<double>(b) / reps;
   }
   lc::synchronize("timing");
   cudaEventDestroy(e0);
@@ -156,13 +182,16 @@ TEST(CudaAttention, Gpt2ShapeTimedAndBitIdentical) {
   // FLOP counts. PyTorch's torch.utils.flop_counter for scaled_dot_product
   // attention: forward 2 bmm = 4·B·H·T²·Dh, backward 5 bmm (scores recomputed)
   // = 10·B·H·T²·Dh, no causal discount. The causal work this engine does:
-  // T(T+1)/2 cells per head; forward 2 products, backward 7 (the dk/dv and the
-  // dq kernels each recompute s and dP).
+  // T(T+1)/2 cells per head; forward 2 products, backward 5 on the stored-dS
+  // path (s, dP, dk, dv, dq) and 7 when dq recomputes s and dP.
   const double bh = double(B) * H, t2 = double(T) * T, cells = double(T) * (T + 1) / 2;
   const double pt_f = 4 * bh * t2 * Dh, pt_b = 10 * bh * t2 * Dh;
-  const double done_f = 2 * 2 * bh * cells * Dh, done_b = 7 * 2 * bh * cells * Dh;
+  const double done_f = 2 * 2 * bh * cells * Dh, done_b = 5 * 2 * bh * cells * Dh;
   std::printf("attention B %zu T %zu H %zu Dh %zu (fused ld %zu), mean of %d:\n", B, T, H, Dh, ld, reps);
-  std::printf("  fwd %.3f ms  bwd %.3f ms  fwd+bwd %.3f ms\n", fwd_ms, bwd_ms, fwd_ms + bwd_ms);
+  std::printf("  fwd %.3f ms  bwd %.3f ms  fwd+bwd %.3f ms  (bwd, dq recomputing dS: %.3f ms)\n", fwd_ms, bwd_ms,
+              fwd_ms + bwd_ms, rec_ms);
+  std::printf("  stored-dS scratch: %.1f MB\n",
+              static_cast<double>(ll::attention_bwd_scratch_floats(sh)) * sizeof(float) / 1e6);
   std::printf("  PyTorch flop_counter FLOPs: fwd %.2f G, bwd %.2f G -> %.1f / %.1f / %.1f TFLOP/s (fwd/bwd/all)\n",
               pt_f / 1e9, pt_b / 1e9, pt_f / fwd_ms / 1e9, pt_b / bwd_ms / 1e9, (pt_f + pt_b) / (fwd_ms + bwd_ms) / 1e9);
   std::printf("  causal FLOPs executed: fwd %.2f G, bwd %.2f G -> %.1f / %.1f TFLOP/s fp32 (fwd/bwd)\n",
@@ -178,6 +207,10 @@ TEST(CudaAttention, Gpt2ShapeTimedAndBitIdentical) {
   // The GPU backward ran on the GPU forward's o and lse; equal bits make it the same input.
   cpu.attention_bwd(c, x.data(), ld, x.data() + D, x.data() + 2 * D, ld, o.data(), lse.data(), dout.data(),
                     g.data(), g.data() + D, g.data() + 2 * D);
-  EXPECT_EQ(lc::gate::first_difference("dq|dk|dv", g, G.download(), ld), "");
+  const std::vector<float> gg = G.download();
+  EXPECT_EQ(lc::gate::first_difference("dq|dk|dv", g, gg, ld), "");
+  // The fused buffer's rows are q|k|v gradients whole (ld = 3·D): both paths
+  // write every cell.
+  EXPECT_EQ(lc::gate::first_difference("dq|dk|dv (dq recomputing dS)", gg, G2.download(), ld), "");
   std::printf("  GPT-2 shape: o, lse, dq, dk, dv compared with cpu::OpKernels (%d threads)\n", cpu.threads);
 }

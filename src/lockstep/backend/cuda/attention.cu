@@ -12,14 +12,25 @@
 //   * acc_d (forward), dq_d: one thread per (row, d) cell, keys ascending;
 //   * dk_d, dv_d: one thread per (key, d) cell, heads of the group ascending,
 //     then queries ascending. No atomics: each chain has one owner.
-// The backward recomputes P from lse (no T×T matrix in memory): the dk/dv
-// kernel and the dq kernel each recompute the scores and dP of their tiles.
+// The backward recomputes P from lse. The dk/dv kernel computes s, P, dP and
+// dS of each (query tile, key block) tile; on the stored-dS path (the
+// default, when the scratch holds the dS tiles of at least one batch
+// element: B·Hq·nt(nt+1)/2·16 KB for the whole batch, nt = ceil(T/64)) it
+// writes dS^T to the scratch and the dq kernel only runs its chains over it;
+// otherwise the dq kernel recomputes s, P, dP and dS of its tiles.
 //
 // Tiled kernels (key_block 64, head_dim <= 128): a CTA of 256 threads owns 64
 // queries (forward, dq) or 64 keys (dk, dv); Q/K/V/dO tiles in shared memory;
 // a thread owns a 4×4 patch of the 64×64 score tile and 4 rows × DC d-cells
-// (d = tx + 16u) of the accumulators. Other shapes run the one-thread-per-cell
-// kernels (the same expression, slow, for odd key blocks and head sizes).
+// of the accumulators (backward: d = d_of<DC>(tx, u), float4 runs along d).
+// Tiles move global -> shared as float4 rows where the layout allows
+// (rows_v4), all of a thread's loads in flight before its stores. Other
+// shapes run the one-thread-per-cell kernels (the same expression, slow, for
+// odd key blocks and head sizes).
+//
+// Grids: blockIdx (x, y, z) = (head, batch, tile), tiles numbered longest
+// first; CTAs start in x-fastest order, so every head's longest tiles start
+// before any shorter one (no long CTA left for the tail of the launch).
 //
 // The macros below are the CUDA spellings; a host emulator (thread per lane,
 // barrier per CTA) can define them before including this file.
@@ -64,6 +75,8 @@ struct Args {
   float* dq;
   float* dk;
   float* dv;
+  float* dsbuf;       // the dS tiles of batch elements b0 .. b0 + gridDim.y - 1 (stored-dS path), else null
+  int b0;             // first batch element of this launch
   int B, T, Hq, Hkv, Dh, rep, KB;
   i64 ldq, ldkv;
   float scale;   // dq, dk
@@ -212,7 +225,138 @@ __global__ void dkdv_cell_kernel(Args a) {
 }
 
 // ===========================================================================
-// Tiled forward. CTA: (query tile, head, batch), 256 threads (tx = tid % 16,
+// Tile loads, global -> shared. All of a thread's loads are issued before its
+// first store (one memory latency per tile, not one per element). V4: rows
+// are float4-aligned in global memory (Dh, the row strides and the base
+// pointers multiples of 4 floats / 16 bytes), so a thread moves float4s.
+// ===========================================================================
+__device__ __forceinline__ float4 zero4() { return float4{0.0f, 0.0f, 0.0f, 0.0f}; }
+
+// Two row-major tiles of 64 rows: d0[r·ldr0 + 0..w0) = s0[r·ld0 + 0..w0) for
+// r < n, 0 for n <= r < 64; the same for (d1, s1). NV: float4s per thread and
+// tile (64·w/4 <= NV·256).
+template <int NV, bool V4>
+__device__ __forceinline__ void load_rows2(float* d0, int ldr0, const float* s0, i64 ld0, int w0, float* d1, int ldr1,
+                                           const float* s1, i64 ld1, int w1, int n, int tid) {
+  if constexpr (V4) {
+    const int q0 = w0 >> 2, q1 = w1 >> 2, t0 = kTile * q0, t1 = kTile * q1;
+    float4 b0[NV], b1[NV];
+#pragma unroll
+    for (int u = 0; u < NV; ++u) {
+      const int f = tid + u * kThreads;
+      b0[u] = zero4();
+      b1[u] = zero4();
+      if (f < t0) {
+        const int r = f / q0, c = f - r * q0;
+        if (r < n) b0[u] = ld4(s0 + r * ld0 + 4 * c);
+      }
+      if (f < t1) {
+        const int r = f / q1, c = f - r * q1;
+        if (r < n) b1[u] = ld4(s1 + r * ld1 + 4 * c);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < NV; ++u) {
+      const int f = tid + u * kThreads;
+      if (f < t0) {
+        const int r = f / q0, c = f - r * q0;
+        *reinterpret_cast<float4*>(d0 + r * ldr0 + 4 * c) = b0[u];
+      }
+      if (f < t1) {
+        const int r = f / q1, c = f - r * q1;
+        *reinterpret_cast<float4*>(d1 + r * ldr1 + 4 * c) = b1[u];
+      }
+    }
+  } else {
+    for (int e = tid; e < kTile * w0; e += kThreads) {
+      const int r = e / w0, d = e - r * w0;
+      d0[r * ldr0 + d] = r < n ? s0[r * ld0 + d] : 0.0f;
+    }
+    for (int e = tid; e < kTile * w1; e += kThreads) {
+      const int r = e / w1, d = e - r * w1;
+      d1[r * ldr1 + d] = r < n ? s1[r * ld1 + d] : 0.0f;
+    }
+  }
+}
+
+// The forward's tiles. Kt [Dh][64] (transposed: key c at column c) from key
+// rows; Vn [64][ldv] (row-major) from value rows; rows >= n and Vn's
+// columns >= Dh are 0.
+template <int NV, bool V4>
+__device__ __forceinline__ void load_fwd_kv(float* Kt, float* Vn, int ldv, const float* ks, const float* vs, i64 ld,
+                                            int Dh, int n, int tid) {
+  if constexpr (V4) {  // ldv == Dh
+    const int q4 = Dh >> 2, total = kTile * q4;
+    float4 kb[NV], vb[NV];
+#pragma unroll
+    for (int u = 0; u < NV; ++u) {
+      const int f = tid + u * kThreads;
+      kb[u] = zero4();
+      vb[u] = zero4();
+      if (f < total) {
+        const int c = f & 63, d4 = f >> 6;  // lanes along keys: conflict-free transposed stores
+        if (c < n) kb[u] = ld4(ks + c * ld + 4 * d4);
+        const int r = f / q4, c4 = f - r * q4;  // lanes along the row: coalesced
+        if (r < n) vb[u] = ld4(vs + r * ld + 4 * c4);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < NV; ++u) {
+      const int f = tid + u * kThreads;
+      if (f < total) {
+        const int c = f & 63, d4 = f >> 6;
+        Kt[(4 * d4) * kTile + c] = kb[u].x;
+        Kt[(4 * d4 + 1) * kTile + c] = kb[u].y;
+        Kt[(4 * d4 + 2) * kTile + c] = kb[u].z;
+        Kt[(4 * d4 + 3) * kTile + c] = kb[u].w;
+        const int r = f / q4, c4 = f - r * q4;
+        *reinterpret_cast<float4*>(Vn + r * ldv + 4 * c4) = vb[u];
+      }
+    }
+  } else {
+    for (int e = tid; e < kTile * Dh; e += kThreads) {
+      const int c = e & 63, d = e >> 6;
+      Kt[d * kTile + c] = c < n ? ks[c * ld + d] : 0.0f;
+    }
+    for (int e = tid; e < kTile * ldv; e += kThreads) {
+      const int c = e / ldv, d = e - c * ldv;
+      Vn[e] = c < n && d < Dh ? vs[c * ld + d] : 0.0f;
+    }
+  }
+}
+
+// Qt [Dh][64] (transposed) from query rows (rows >= n: 0).
+template <int NV, bool V4>
+__device__ __forceinline__ void load_t(float* Qt, const float* qs, i64 ld, int Dh, int n, int tid) {
+  if constexpr (V4) {
+    const int total = kTile * (Dh >> 2);
+    float4 qb[NV];
+#pragma unroll
+    for (int u = 0; u < NV; ++u) {
+      const int f = tid + u * kThreads, c = f & 63, d4 = f >> 6;
+      qb[u] = zero4();
+      if (f < total && c < n) qb[u] = ld4(qs + c * ld + 4 * d4);
+    }
+#pragma unroll
+    for (int u = 0; u < NV; ++u) {
+      const int f = tid + u * kThreads, c = f & 63, d4 = f >> 6;
+      if (f < total) {
+        Qt[(4 * d4) * kTile + c] = qb[u].x;
+        Qt[(4 * d4 + 1) * kTile + c] = qb[u].y;
+        Qt[(4 * d4 + 2) * kTile + c] = qb[u].z;
+        Qt[(4 * d4 + 3) * kTile + c] = qb[u].w;
+      }
+    }
+  } else {
+    for (int e = tid; e < kTile * Dh; e += kThreads) {
+      const int c = e & 63, d = e >> 6;
+      Qt[d * kTile + c] = c < n ? qs[c * ld + d] : 0.0f;
+    }
+  }
+}
+
+// ===========================================================================
+// Tiled forward. CTA: (head, batch, query tile) = blockIdx (x, y, z), 256 threads (tx = tid % 16,
 // ty = tid / 16; a row's 16 score lanes are one half-warp).
 //   * scores: rows 4ty + a, keys 4tx + c, chains over d in registers;
 //   * the block max of a row: each lane folds its 4 keys in order, then the
@@ -277,7 +421,7 @@ __device__ __forceinline__ void load_v(const float* row, int tx, float (&vv)[DC]
 // Pt's float4 slot of rows 4·g .. 4·g + 3 at key c.
 __device__ __forceinline__ int pt_at(int c, int g) { return c * kTile + 4 * (g ^ ((c >> 2) & 15)); }
 
-template <int DC>
+template <int DC, bool V4>
 __global__ void __launch_bounds__(kThreads, DC <= 4 ? 3 : 1) fwd_tiled_kernel(Args a) {
   LS_SMEM(sm);
   const int Dh = a.Dh, T = a.T, ldv = ldv_of(Dh);
@@ -290,14 +434,11 @@ __global__ void __launch_bounds__(kThreads, DC <= 4 ? 3 : 1) fwd_tiled_kernel(Ar
   float* m_s = al_s + kTile;
 
   const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4, half = tid & 16;
-  const int qb = static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x);  // long tiles first
-  const int h = blockIdx.y, b = blockIdx.z, g = h / a.rep;
+  const int qb = static_cast<int>(gridDim.z) - 1 - static_cast<int>(blockIdx.z);  // long tiles first
+  const int h = blockIdx.x, b = blockIdx.y, g = h / a.rep;
   const int i0 = qb * kTile;
 
-  for (int e = tid; e < kTile * Dh; e += kThreads) {
-    const int r = e & 63, d = e >> 6;
-    Qt[d * kTile + r] = i0 + r < T ? qrow(a, b, i0 + r, h)[d] : 0.0f;
-  }
+  load_t<DC, V4>(Qt, qrow(a, b, i0, h), a.ldq, Dh, T - i0, tid);
 
   float acc[4][DC], m[4];
 #pragma unroll
@@ -311,14 +452,7 @@ __global__ void __launch_bounds__(kThreads, DC <= 4 ? 3 : 1) fwd_tiled_kernel(Ar
     const int j0 = kb * kTile;
     const bool diag = kb == qb;
     __syncthreads();  // the previous block's readers of Kt, Vn, Pt are done
-    for (int e = tid; e < kTile * Dh; e += kThreads) {
-      const int c = e & 63, d = e >> 6;
-      Kt[d * kTile + c] = j0 + c < T ? a.k[kvoff(a, b, j0 + c, g) + d] : 0.0f;
-    }
-    for (int e = tid; e < kTile * ldv; e += kThreads) {
-      const int c = e / ldv, d = e - c * ldv;
-      Vn[e] = j0 + c < T && d < Dh ? a.v[kvoff(a, b, j0 + c, g) + d] : 0.0f;
-    }
+    load_fwd_kv<DC, V4>(Kt, Vn, ldv, a.k + kvoff(a, b, j0, g), a.v + kvoff(a, b, j0, g), a.ldkv, Dh, T - j0, tid);
     __syncthreads();
 
     // Scores of the 4×4 patch: chains over d ascending.
@@ -446,38 +580,100 @@ __global__ void __launch_bounds__(kThreads, DC <= 4 ? 3 : 1) fwd_tiled_kernel(Ar
   if (tid < kTile && i0 + tid < T) a.out_lse[lseoff(a, b, h, i0 + tid)] = add(m_s[tid], num::log(l_s[tid]));
 }
 
-// ===========================================================================
-// Tiled dk, dv. CTA: (key tile, kv head, batch). Scores transposed: keys
-// 4ty + a, queries tx + 16c. Accumulators: keys 4ty + a, d = tx + 16u.
-// Shared: Kt, Vt [Dh][64] (the CTA's keys, float4 along keys), Qn, dOn
-// [64][Dh + 1] (a query tile, padded rows), Ps, dSs [64 queries][68],
-// lse, D [64].
-// ===========================================================================
-std::size_t dkdv_smem_floats(int Dh) { return 128u * Dh + 128u * (Dh + 1) + 2u * 64u * kPad + 128u; }
+// Row length of the row-major tiles of the backward: Dh rounded up to 4, + 4
+// (float4-aligned rows; 16 rows read as float4 at one column take the minimum
+// 2 wavefronts).
+__host__ __device__ inline int ldr_of(int Dh) { return ((Dh + 3) & ~3) + 4; }
 
-template <int DC>
-__global__ void __launch_bounds__(kThreads) dkdv_tiled_kernel(Args a) {
+// The score-phase chains of a 4×4 patch: s[r][c] = fma over d ascending of
+// A row ra(r) and B row rb(c) (A rows broadcast across the half-warp, B rows
+// 16 distinct), two products at once: (A1, B1) and (A2, B2).
+__device__ __forceinline__ void patch_chains(const float* A1, const float* B1, const float* A2, const float* B2,
+                                             int ldr, int Dh, int ra0, int rb0, float (&s1)[4][4],
+                                             float (&s2)[4][4]) {
+#pragma unroll
+  for (int r = 0; r < 4; ++r)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) s1[r][c] = s2[r][c] = 0.0f;
+  const int D4 = Dh >> 2;
+  for (int d4 = 0; d4 < D4; ++d4) {
+    {
+      float a[4][4], bb[4][4];
+#pragma unroll
+      for (int r = 0; r < 4; ++r) unpack(ld4(A1 + (ra0 + r) * ldr + 4 * d4), a[r]);
+#pragma unroll
+      for (int c = 0; c < 4; ++c) unpack(ld4(B1 + (rb0 + 16 * c) * ldr + 4 * d4), bb[c]);
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) s1[r][c] = fma_rn(a[r][e], bb[c][e], s1[r][c]);
+    }
+    {
+      float a[4][4], bb[4][4];
+#pragma unroll
+      for (int r = 0; r < 4; ++r) unpack(ld4(A2 + (ra0 + r) * ldr + 4 * d4), a[r]);
+#pragma unroll
+      for (int c = 0; c < 4; ++c) unpack(ld4(B2 + (rb0 + 16 * c) * ldr + 4 * d4), bb[c]);
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) s2[r][c] = fma_rn(a[r][e], bb[c][e], s2[r][c]);
+    }
+  }
+  for (int d = 4 * D4; d < Dh; ++d) {
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        s1[r][c] = fma_rn(A1[(ra0 + r) * ldr + d], B1[(rb0 + 16 * c) * ldr + d], s1[r][c]);
+        s2[r][c] = fma_rn(A2[(ra0 + r) * ldr + d], B2[(rb0 + 16 * c) * ldr + d], s2[r][c]);
+      }
+  }
+}
+
+// The stored-dS path: the dk/dv kernel writes each (query tile, key block)
+// tile of dS^T ([64 keys][64 queries], 4096 floats) of batch element
+// b0 + bz, head h; the dq kernel reads it instead of recomputing s, P and dP.
+// Tiles of (bz, h): query tile qb, key block kb <= qb at pair qb(qb+1)/2 + kb.
+__device__ __forceinline__ i64 ds_tile(const Args& a, int bz, int h, int qb, int kb) {
+  const i64 nt = (a.T + kTile - 1) / kTile, pairs = nt * (nt + 1) / 2;
+  return ((static_cast<i64>(bz) * a.Hq + h) * pairs + static_cast<i64>(qb) * (qb + 1) / 2 + kb) * (kTile * kTile);
+}
+
+// ===========================================================================
+// Tiled dk, dv. CTA: (kv head, batch - b0, key tile). Scores transposed: keys
+// 4ty + a, queries tx + 16c. Accumulators: keys 4ty + a, d = d_of<DC>(tx, u).
+// Shared, row-major [64][ldr] (float4 along d): Kn, Vn (the CTA's keys), Qn,
+// dOn (a query tile); Ps, dSs [64 queries][68] (float4 of 4 keys); lse, D.
+// ===========================================================================
+std::size_t dkdv_smem_floats(int Dh) {
+  return 4u * 64u * static_cast<unsigned>(ldr_of(Dh)) + 2u * 64u * kPad + 128u + 64u;  // + 64: DC = 8 over-read
+}
+
+template <int DC, bool V4, bool STORE>
+__global__ void __launch_bounds__(kThreads, DC <= 4 ? 2 : 1) dkdv_tiled_kernel(Args a) {
   LS_SMEM(sm);
-  const int Dh = a.Dh, T = a.T, ldn = Dh + 1;
-  float* Kt = sm;
-  float* Vt = Kt + Dh * kTile;
-  float* Qn = Vt + Dh * kTile;
-  float* dOn = Qn + kTile * ldn;
-  float* Ps = dOn + kTile * ldn;  // offset 256·Dh + 128: a multiple of 4
+  const int Dh = a.Dh, T = a.T, ldr = ldr_of(Dh), ts = kTile * ldr;
+  float* Kn = sm;
+  float* Vn = Kn + ts;
+  float* Qn = Vn + ts;
+  float* dOn = Qn + ts;
+  float* Ps = dOn + ts;
   float* dSs = Ps + kTile * kPad;
   float* lse_s = dSs + kTile * kPad;
   float* D_s = lse_s + kTile;
 
   const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
-  const int j0 = static_cast<int>(blockIdx.x) * kTile;  // blockIdx 0 (the longest) first
-  const int g = blockIdx.y, b = blockIdx.z;
+  const int j0 = static_cast<int>(blockIdx.z) * kTile;  // blockIdx.z 0 (the longest) first
+  const int g = blockIdx.x, b = a.b0 + static_cast<int>(blockIdx.y);
+  const int nk = T - j0 < kTile ? T - j0 : kTile;
 
-  for (int e = tid; e < kTile * Dh; e += kThreads) {
-    const int c = e & 63, d = e >> 6;
-    const bool in = j0 + c < T;
-    Kt[d * kTile + c] = in ? a.k[kvoff(a, b, j0 + c, g) + d] : 0.0f;
-    Vt[d * kTile + c] = in ? a.v[kvoff(a, b, j0 + c, g) + d] : 0.0f;
-  }
+  load_rows2<DC, V4>(Kn, ldr, a.k + kvoff(a, b, j0, g), a.ldkv, Dh, Vn, ldr, a.v + kvoff(a, b, j0, g), a.ldkv, Dh,
+                     nk, tid);
 
   float ak[4][DC], av[4][DC];
 #pragma unroll
@@ -485,18 +681,15 @@ __global__ void __launch_bounds__(kThreads) dkdv_tiled_kernel(Args a) {
 #pragma unroll
     for (int u = 0; u < DC; ++u) ak[r][u] = av[r][u] = 0.0f;
 
+  const i64 ldo = static_cast<i64>(a.Hq) * Dh;
   for (int rr = 0; rr < a.rep; ++rr) {
     const int h = g * a.rep + rr;
     for (int i0 = j0; i0 < T; i0 += kTile) {
       const bool diag = i0 == j0;
       const int nq = T - i0 < kTile ? T - i0 : kTile;
       __syncthreads();  // the previous tile's readers are done
-      for (int e = tid; e < kTile * Dh; e += kThreads) {
-        const int r = e / Dh, d = e - r * Dh;
-        const bool in = r < nq;
-        Qn[r * ldn + d] = in ? qrow(a, b, i0 + r, h)[d] : 0.0f;
-        dOn[r * ldn + d] = in ? a.dout[ooff(a, b, i0 + r, h) + d] : 0.0f;
-      }
+      load_rows2<DC, V4>(Qn, ldr, qrow(a, b, i0, h), a.ldq, Dh, dOn, ldr, a.dout + ooff(a, b, i0, h), ldo, Dh, nq,
+                         tid);
       if (tid < kTile) {
         const bool in = tid < nq;
         lse_s[tid] = in ? a.lse[lseoff(a, b, h, i0 + tid)] : 0.0f;
@@ -507,27 +700,7 @@ __global__ void __launch_bounds__(kThreads) dkdv_tiled_kernel(Args a) {
       // s (q·k) and dP (dO·v) of keys 4ty + r, queries tx + 16c; then P, dS.
       {
         float s[4][4], dp[4][4];
-#pragma unroll
-        for (int r = 0; r < 4; ++r)
-#pragma unroll
-          for (int c = 0; c < 4; ++c) s[r][c] = dp[r][c] = 0.0f;
-        for (int d = 0; d < Dh; ++d) {
-          float ka[4], va[4], qa[4], oa[4];
-          unpack(ld4(Kt + d * kTile + 4 * ty), ka);
-          unpack(ld4(Vt + d * kTile + 4 * ty), va);
-#pragma unroll
-          for (int c = 0; c < 4; ++c) {
-            qa[c] = Qn[(tx + 16 * c) * ldn + d];
-            oa[c] = dOn[(tx + 16 * c) * ldn + d];
-          }
-#pragma unroll
-          for (int r = 0; r < 4; ++r)
-#pragma unroll
-            for (int c = 0; c < 4; ++c) {
-              s[r][c] = fma_rn(qa[c], ka[r], s[r][c]);
-              dp[r][c] = fma_rn(oa[c], va[r], dp[r][c]);
-            }
-        }
+        patch_chains(Kn, Qn, Vn, dOn, ldr, Dh, 4 * ty, tx, s, dp);
 #pragma unroll
         for (int c = 0; c < 4; ++c) {
           const int qi = tx + 16 * c;
@@ -540,6 +713,13 @@ __global__ void __launch_bounds__(kThreads) dkdv_tiled_kernel(Args a) {
           }
           st4(Ps + qi * kPad + 4 * ty, p[0], p[1], p[2], p[3]);
           st4(dSs + qi * kPad + 4 * ty, ds[0], ds[1], ds[2], ds[3]);
+          if constexpr (STORE) {
+            // dS^T tile [64 keys][64 queries] for the dq kernel (cells past the
+            // causal edge or T: never read).
+            float* t = a.dsbuf + ds_tile(a, static_cast<int>(blockIdx.y), h, i0 / kTile, j0 / kTile);
+#pragma unroll
+            for (int r = 0; r < 4; ++r) t[(4 * ty + r) * kTile + qi] = ds[r];
+          }
         }
       }
       __syncthreads();
@@ -550,12 +730,8 @@ __global__ void __launch_bounds__(kThreads) dkdv_tiled_kernel(Args a) {
         float p[4], ds[4], qd[DC], od[DC];
         unpack(ld4(Ps + qi * kPad + 4 * ty), p);
         unpack(ld4(dSs + qi * kPad + 4 * ty), ds);
-#pragma unroll
-        for (int u = 0; u < DC; ++u) {
-          const int d = tx + 16 * u;
-          qd[u] = d < Dh ? Qn[qi * ldn + d] : 0.0f;
-          od[u] = d < Dh ? dOn[qi * ldn + d] : 0.0f;
-        }
+        load_v<DC>(Qn + qi * ldr, tx, qd);
+        load_v<DC>(dOn + qi * ldr, tx, od);
         if (!diag || qi >= 4 * ty + 3) {
 #pragma unroll
           for (int r = 0; r < 4; ++r)
@@ -586,7 +762,7 @@ __global__ void __launch_bounds__(kThreads) dkdv_tiled_kernel(Args a) {
     const i64 off = kvoff(a, b, j, g);
 #pragma unroll
     for (int u = 0; u < DC; ++u) {
-      const int d = tx + 16 * u;
+      const int d = d_of<DC>(tx, u);
       if (d < Dh) {
         a.dk[off + d] = mul(ak[r][u], a.scale);
         a.dv[off + d] = av[r][u];
@@ -596,38 +772,37 @@ __global__ void __launch_bounds__(kThreads) dkdv_tiled_kernel(Args a) {
 }
 
 // ===========================================================================
-// Tiled dq. CTA: (query tile, head, batch). Scores: queries 4ty + a, keys
-// tx + 16c. Accumulators: queries 4ty + a, d = tx + 16u.
-// Shared: Qt, dOt [Dh][64] (float4 along queries), Kn, Vn [64][Dh + 1] (a
-// key block, padded rows), dSt [64 keys][68], lse, D [64].
+// Tiled dq. CTA: (head, batch - b0, query tile). Scores: queries 4ty + a, keys
+// tx + 16c. Accumulators: queries 4ty + a, d = d_of<DC>(tx, u).
+// Shared, row-major [64][ldr]: Qn, dOn (the CTA's queries), Kn, Vn (a key
+// block); dSt [64 keys][68] (float4 of 4 queries); lse, D [64].
 // ===========================================================================
-std::size_t dq_smem_floats(int Dh) { return 128u * Dh + 128u * (Dh + 1) + 64u * kPad + 128u; }
+std::size_t dq_smem_floats(int Dh) {
+  return 4u * 64u * static_cast<unsigned>(ldr_of(Dh)) + 64u * kPad + 128u + 64u;
+}
 
-template <int DC>
-__global__ void __launch_bounds__(kThreads) dq_tiled_kernel(Args a) {
+template <int DC, bool V4>
+__global__ void __launch_bounds__(kThreads, DC <= 4 ? 2 : 1) dq_tiled_kernel(Args a) {
   LS_SMEM(sm);
-  const int Dh = a.Dh, T = a.T, ldn = Dh + 1;
-  float* Qt = sm;
-  float* dOt = Qt + Dh * kTile;
-  float* Kn = dOt + Dh * kTile;
-  float* Vn = Kn + kTile * ldn;
-  float* dSt = Vn + kTile * ldn;  // offset 256·Dh + 128
+  const int Dh = a.Dh, T = a.T, ldr = ldr_of(Dh), ts = kTile * ldr;
+  float* Qn = sm;
+  float* dOn = Qn + ts;
+  float* Kn = dOn + ts;
+  float* Vn = Kn + ts;
+  float* dSt = Vn + ts;
   float* lse_s = dSt + kTile * kPad;
   float* D_s = lse_s + kTile;
 
   const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
-  const int qb = static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x);  // long tiles first
-  const int h = blockIdx.y, b = blockIdx.z, g = h / a.rep;
+  const int qb = static_cast<int>(gridDim.z) - 1 - static_cast<int>(blockIdx.z);  // long tiles first
+  const int h = blockIdx.x, b = a.b0 + static_cast<int>(blockIdx.y), g = h / a.rep;
   const int i0 = qb * kTile;
+  const int nq = T - i0 < kTile ? T - i0 : kTile;
 
-  for (int e = tid; e < kTile * Dh; e += kThreads) {
-    const int r = e & 63, d = e >> 6;
-    const bool in = i0 + r < T;
-    Qt[d * kTile + r] = in ? qrow(a, b, i0 + r, h)[d] : 0.0f;
-    dOt[d * kTile + r] = in ? a.dout[ooff(a, b, i0 + r, h) + d] : 0.0f;
-  }
+  const i64 ldo = static_cast<i64>(a.Hq) * Dh;
+  load_rows2<DC, V4>(Qn, ldr, qrow(a, b, i0, h), a.ldq, Dh, dOn, ldr, a.dout + ooff(a, b, i0, h), ldo, Dh, nq, tid);
   if (tid < kTile) {
-    const bool in = i0 + tid < T;
+    const bool in = tid < nq;
     lse_s[tid] = in ? a.lse[lseoff(a, b, h, i0 + tid)] : 0.0f;
     D_s[tid] = in ? a.delta[lseoff(a, b, h, i0 + tid)] : 0.0f;
   }
@@ -641,38 +816,15 @@ __global__ void __launch_bounds__(kThreads) dq_tiled_kernel(Args a) {
   for (int kb = 0; kb <= qb; ++kb) {
     const int j0 = kb * kTile;
     const bool diag = kb == qb;
+    const int nk = T - j0 < kTile ? T - j0 : kTile;
     __syncthreads();
-    for (int e = tid; e < kTile * Dh; e += kThreads) {
-      const int c = e / Dh, d = e - c * Dh;
-      const bool in = j0 + c < T;
-      Kn[c * ldn + d] = in ? a.k[kvoff(a, b, j0 + c, g) + d] : 0.0f;
-      Vn[c * ldn + d] = in ? a.v[kvoff(a, b, j0 + c, g) + d] : 0.0f;
-    }
+    load_rows2<DC, V4>(Kn, ldr, a.k + kvoff(a, b, j0, g), a.ldkv, Dh, Vn, ldr, a.v + kvoff(a, b, j0, g), a.ldkv, Dh,
+                     nk, tid);
     __syncthreads();
 
     {
       float s[4][4], dp[4][4];
-#pragma unroll
-      for (int r = 0; r < 4; ++r)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) s[r][c] = dp[r][c] = 0.0f;
-      for (int d = 0; d < Dh; ++d) {
-        float qa[4], oa[4], ka[4], va[4];
-        unpack(ld4(Qt + d * kTile + 4 * ty), qa);
-        unpack(ld4(dOt + d * kTile + 4 * ty), oa);
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          ka[c] = Kn[(tx + 16 * c) * ldn + d];
-          va[c] = Vn[(tx + 16 * c) * ldn + d];
-        }
-#pragma unroll
-        for (int r = 0; r < 4; ++r)
-#pragma unroll
-          for (int c = 0; c < 4; ++c) {
-            s[r][c] = fma_rn(qa[r], ka[c], s[r][c]);
-            dp[r][c] = fma_rn(oa[r], va[c], dp[r][c]);
-          }
-      }
+      patch_chains(Qn, Kn, dOn, Vn, ldr, Dh, 4 * ty, tx, s, dp);
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
         const int kc = tx + 16 * c;
@@ -693,11 +845,7 @@ __global__ void __launch_bounds__(kThreads) dq_tiled_kernel(Args a) {
     for (int c = 0; c <= last; ++c) {
       float ds[4], kd[DC];
       unpack(ld4(dSt + c * kPad + 4 * ty), ds);
-#pragma unroll
-      for (int u = 0; u < DC; ++u) {
-        const int d = tx + 16 * u;
-        kd[u] = d < Dh ? Kn[c * ldn + d] : 0.0f;
-      }
+      load_v<DC>(Kn + c * ldr, tx, kd);
       if (!diag || c <= 4 * ty) {
 #pragma unroll
         for (int r = 0; r < 4; ++r)
@@ -721,7 +869,77 @@ __global__ void __launch_bounds__(kThreads) dq_tiled_kernel(Args a) {
     float* dqr = a.dq + (static_cast<i64>(b) * T + i) * a.ldq + static_cast<i64>(h) * Dh;
 #pragma unroll
     for (int u = 0; u < DC; ++u) {
-      const int d = tx + 16 * u;
+      const int d = d_of<DC>(tx, u);
+      if (d < Dh) dqr[d] = mul(acc[r][u], a.scale);
+    }
+  }
+}
+
+// ===========================================================================
+// dq from stored dS. CTA: (head, batch - b0, query tile). Accumulators as in
+// dq_tiled_kernel; per key block: Kn [64][ldr] and the dS^T tile dSt
+// [64 keys][68] (float4 of 4 queries), both loaded as float4 rows.
+// ===========================================================================
+std::size_t dq_stored_smem_floats(int Dh) { return 64u * static_cast<unsigned>(ldr_of(Dh)) + 64u * kPad + 64u; }
+
+template <int DC, bool V4>
+__global__ void __launch_bounds__(kThreads) dq_stored_kernel(Args a) {
+  LS_SMEM(sm);
+  const int Dh = a.Dh, T = a.T, ldr = ldr_of(Dh);
+  float* Kn = sm;
+  float* dSt = Kn + kTile * ldr;
+
+  const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
+  const int qb = static_cast<int>(gridDim.z) - 1 - static_cast<int>(blockIdx.z);  // long tiles first
+  const int h = blockIdx.x, bz = static_cast<int>(blockIdx.y), b = a.b0 + bz, g = h / a.rep;
+  const int i0 = qb * kTile;
+
+  float acc[4][DC];
+#pragma unroll
+  for (int r = 0; r < 4; ++r)
+#pragma unroll
+    for (int u = 0; u < DC; ++u) acc[r][u] = 0.0f;
+
+  for (int kb = 0; kb <= qb; ++kb) {
+    const int j0 = kb * kTile;
+    const bool diag = kb == qb;
+    const int nk = T - j0 < kTile ? T - j0 : kTile;
+    __syncthreads();
+    // (dS rows past nk are never read; the loader zeroes them.)
+    load_rows2<(DC > 4 ? DC : 4), V4>(Kn, ldr, a.k + kvoff(a, b, j0, g), a.ldkv, Dh, dSt, kPad,
+                                      a.dsbuf + ds_tile(a, bz, h, qb, kb), kTile, kTile, nk, tid);
+    __syncthreads();
+
+    // dq_i += dS_ij · k_j, keys ascending (j <= i).
+    const int last = diag ? 4 * ty + 3 : kTile - 1;
+    for (int c = 0; c <= last; ++c) {
+      float ds[4], kd[DC];
+      unpack(ld4(dSt + c * kPad + 4 * ty), ds);
+      load_v<DC>(Kn + c * ldr, tx, kd);
+      if (!diag || c <= 4 * ty) {
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+#pragma unroll
+          for (int u = 0; u < DC; ++u) acc[r][u] = fma_rn(ds[r], kd[u], acc[r][u]);
+      } else {
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+          if (c <= 4 * ty + r) {
+#pragma unroll
+            for (int u = 0; u < DC; ++u) acc[r][u] = fma_rn(ds[r], kd[u], acc[r][u]);
+          }
+      }
+    }
+  }
+
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    const int i = i0 + 4 * ty + r;
+    if (i >= T) continue;
+    float* dqr = a.dq + (static_cast<i64>(b) * T + i) * a.ldq + static_cast<i64>(h) * Dh;
+#pragma unroll
+    for (int u = 0; u < DC; ++u) {
+      const int d = d_of<DC>(tx, u);
       if (d < Dh) dqr[d] = mul(acc[r][u], a.scale);
     }
   }
@@ -751,27 +969,69 @@ Args args_of(const AttentionShape& s) {
 
 unsigned blocks_for(i64 n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
 
-template <int DC>
-void fwd_tiled(const Args& a) {
-  const int bytes = static_cast<int>(fwd_smem_floats(a.Dh) * sizeof(float));
-  LS_SET_SMEM(fwd_tiled_kernel<DC>, bytes);
-  const dim3 grid(static_cast<unsigned>((a.T + kTile - 1) / kTile), static_cast<unsigned>(a.Hq),
-                  static_cast<unsigned>(a.B));
-  LS_LAUNCH(fwd_tiled_kernel<DC>, grid, dim3(kThreads), bytes, a);
+// The tiles' global rows can be moved as float4s: Dh and the row strides
+// multiples of 4 floats, the base pointers 16-byte aligned.
+bool rows_v4(const Args& a) {
+  const auto al = [](const float* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  return a.Dh % 4 == 0 && a.ldq % 4 == 0 && a.ldkv % 4 == 0 && al(a.q) && al(a.k) && al(a.v) && al(a.dout);
 }
 
 template <int DC>
-void bwd_tiled(const Args& a) {
+void fwd_tiled(const Args& a) {
+  const int bytes = static_cast<int>(fwd_smem_floats(a.Dh) * sizeof(float));
+  auto* const kernel = rows_v4(a) ? fwd_tiled_kernel<DC, true> : fwd_tiled_kernel<DC, false>;
+  LS_SET_SMEM(kernel, bytes);
+  const dim3 grid(static_cast<unsigned>(a.Hq), static_cast<unsigned>(a.B),
+                  static_cast<unsigned>((a.T + kTile - 1) / kTile));
+  LS_LAUNCH(kernel, grid, dim3(kThreads), bytes, a);
+}
+
+// chunk > 0: the stored-dS path, batch elements in chunks of `chunk` (the dS
+// tiles of one chunk fill a.dsbuf); 0: dq recomputes s, P and dP.
+template <int DC, bool V4>
+void bwd_tiled_v(Args a, int chunk) {
   const unsigned tiles = static_cast<unsigned>((a.T + kTile - 1) / kTile);
   const int kv_bytes = static_cast<int>(dkdv_smem_floats(a.Dh) * sizeof(float));
-  LS_SET_SMEM(dkdv_tiled_kernel<DC>, kv_bytes);
-  LS_LAUNCH(dkdv_tiled_kernel<DC>, dim3(tiles, static_cast<unsigned>(a.Hkv), static_cast<unsigned>(a.B)),
-            dim3(kThreads), kv_bytes, a);
-  check_launch("attention_bwd (dk, dv)");
-  const int q_bytes = static_cast<int>(dq_smem_floats(a.Dh) * sizeof(float));
-  LS_SET_SMEM(dq_tiled_kernel<DC>, q_bytes);
-  LS_LAUNCH(dq_tiled_kernel<DC>, dim3(tiles, static_cast<unsigned>(a.Hq), static_cast<unsigned>(a.B)),
-            dim3(kThreads), q_bytes, a);
+  if (chunk == 0) {
+    auto* const kv_kernel = dkdv_tiled_kernel<DC, V4, false>;
+    auto* const q_kernel = dq_tiled_kernel<DC, V4>;
+    LS_SET_SMEM(kv_kernel, kv_bytes);
+    LS_LAUNCH(kv_kernel, dim3(static_cast<unsigned>(a.Hkv), static_cast<unsigned>(a.B), tiles), dim3(kThreads),
+              kv_bytes, a);
+    check_launch("attention_bwd (dk, dv)");
+    const int q_bytes = static_cast<int>(dq_smem_floats(a.Dh) * sizeof(float));
+    LS_SET_SMEM(q_kernel, q_bytes);
+    LS_LAUNCH(q_kernel, dim3(static_cast<unsigned>(a.Hq), static_cast<unsigned>(a.B), tiles), dim3(kThreads),
+              q_bytes, a);
+    return;
+  }
+  auto* const kv_kernel = dkdv_tiled_kernel<DC, V4, true>;
+  auto* const q_kernel = dq_stored_kernel<DC, V4>;
+  const int q_bytes = static_cast<int>(dq_stored_smem_floats(a.Dh) * sizeof(float));
+  LS_SET_SMEM(kv_kernel, kv_bytes);
+  LS_SET_SMEM(q_kernel, q_bytes);
+  for (int b0 = 0; b0 < a.B; b0 += chunk) {
+    a.b0 = b0;
+    const unsigned nb = static_cast<unsigned>(a.B - b0 < chunk ? a.B - b0 : chunk);
+    LS_LAUNCH(kv_kernel, dim3(static_cast<unsigned>(a.Hkv), nb, tiles), dim3(kThreads), kv_bytes, a);
+    check_launch("attention_bwd (dk, dv, dS)");
+    LS_LAUNCH(q_kernel, dim3(static_cast<unsigned>(a.Hq), nb, tiles), dim3(kThreads), q_bytes, a);
+    check_launch("attention_bwd (dq from dS)");
+  }
+}
+
+template <int DC>
+void bwd_tiled(const Args& a, int chunk) {
+  if (rows_v4(a)) bwd_tiled_v<DC, true>(a, chunk);
+  else bwd_tiled_v<DC, false>(a, chunk);
+}
+
+// Where the dS tiles start in the scratch: after D_i, 64-float aligned.
+std::size_t ds_offset(std::size_t rows) { return (rows + 63) / 64 * 64; }
+// Floats of dS tiles one batch element needs (stored-dS path).
+std::size_t ds_floats_per_batch(const AttentionShape& s) {
+  const std::size_t nt = (s.seq + kTile - 1) / kTile;
+  return s.q_heads * (nt * (nt + 1) / 2) * kTile * kTile;
 }
 
 }  // namespace
@@ -798,8 +1058,16 @@ void attention_fwd(const AttentionShape& s, const float* q, const float* k, cons
   check_launch("attention_fwd");
 }
 
+std::size_t attention_bwd_scratch_floats(const AttentionShape& s, std::size_t max_ds_bytes) {
+  const std::size_t rows = s.batch * s.q_heads * s.seq;
+  if (!attention_tiled(s) || s.batch == 0 || s.seq == 0) return rows;
+  const std::size_t per_b = ds_floats_per_batch(s), fit = max_ds_bytes / sizeof(float) / per_b;
+  return fit == 0 ? rows : ds_offset(rows) + (fit < s.batch ? fit : s.batch) * per_b;
+}
+
 void attention_bwd(const AttentionShape& s, const float* q, const float* k, const float* v, const float* o,
-                   const float* lse, const float* dout, float* dq, float* dk, float* dv, float* delta) {
+                   const float* lse, const float* dout, float* dq, float* dk, float* dv, float* scratch,
+                   std::size_t scratch_floats) {
   Args a = args_of(s);
   if (a.B == 0 || a.T == 0 || a.Hq == 0 || a.Dh == 0) return;
   a.q = q;
@@ -808,7 +1076,10 @@ void attention_bwd(const AttentionShape& s, const float* q, const float* k, cons
   a.o = o;
   a.lse = lse;
   a.dout = dout;
-  a.delta = delta;
+  const std::size_t rows_n = s.batch * s.q_heads * s.seq;
+  if (scratch_floats < rows_n) throw std::invalid_argument("attention_bwd: scratch smaller than batch·q_heads·seq");
+  a.delta = scratch;
+  a.dsbuf = scratch + ds_offset(rows_n);  // float4 reads: 16-byte aligned (scratch is)
   a.dq = dq;
   a.dk = dk;
   a.dv = dv;
@@ -816,10 +1087,13 @@ void attention_bwd(const AttentionShape& s, const float* q, const float* k, cons
   LS_LAUNCH(delta_kernel, dim3(blocks_for(rows)), dim3(kThreads), 0, a);
   check_launch("attention_bwd (D)");
   if (attention_tiled(s)) {
-    if (a.Dh <= 16) bwd_tiled<1>(a);
-    else if (a.Dh <= 32) bwd_tiled<2>(a);
-    else if (a.Dh <= 64) bwd_tiled<4>(a);
-    else bwd_tiled<8>(a);
+    const std::size_t per_b = ds_floats_per_batch(s);
+    const std::size_t fit = scratch_floats > ds_offset(rows_n) ? (scratch_floats - ds_offset(rows_n)) / per_b : 0;
+    const int chunk = static_cast<int>(fit < s.batch ? fit : s.batch);
+    if (a.Dh <= 16) bwd_tiled<1>(a, chunk);
+    else if (a.Dh <= 32) bwd_tiled<2>(a, chunk);
+    else if (a.Dh <= 64) bwd_tiled<4>(a, chunk);
+    else bwd_tiled<8>(a, chunk);
   } else {
     const i64 nq = static_cast<i64>(a.B) * a.Hq * a.T * a.Dh;
     const i64 nkv = static_cast<i64>(a.B) * a.Hkv * a.T * a.Dh;

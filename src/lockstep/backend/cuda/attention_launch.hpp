@@ -27,8 +27,20 @@ bool attention_tiled(const AttentionShape& s);
 // o, lse from q, k, v.
 void attention_fwd(const AttentionShape& s, const float* q, const float* k, const float* v, float* o, float* lse);
 
-// dq, dk, dv. `delta` is device scratch of batch·q_heads·seq floats (D_i).
+// Device scratch (floats) that attention_bwd uses for shape s: D_i
+// (batch·q_heads·seq floats) and, on the tiled kernels, the dS tiles of as
+// many batch elements as fit in max_ds_bytes (the stored-dS path: the dq
+// kernel reads dS instead of recomputing s, P and dP; batch·q_heads·
+// ceil(seq/64)(ceil(seq/64) + 1)/2·4096 floats for the whole batch).
+constexpr std::size_t kAttentionMaxDsBytes = std::size_t{512} << 20;
+std::size_t attention_bwd_scratch_floats(const AttentionShape& s, std::size_t max_ds_bytes = kAttentionMaxDsBytes);
+
+// dq, dk, dv. `scratch`: device floats, at least batch·q_heads·seq (D_i);
+// what it has beyond that decides the path: the dS tiles of k >= 1 batch
+// elements -> stored-dS path in chunks of k; less -> dq recomputes dS. Both
+// paths give the same bits.
 void attention_bwd(const AttentionShape& s, const float* q, const float* k, const float* v, const float* o,
-                   const float* lse, const float* dout, float* dq, float* dk, float* dv, float* delta);
+                   const float* lse, const float* dout, float* dq, float* dk, float* dv, float* scratch,
+                   std::size_t scratch_floats);
 
 }  // namespace lockstep::cuda::launch

@@ -34,9 +34,12 @@ void OpKernels::attention_fwd(const ops::Attention::Config& c, const float* q, s
 void OpKernels::attention_bwd(const ops::Attention::Config& c, const float* q, std::size_t ldq, const float* k,
                               const float* v, std::size_t ldkv, const float* o, const float* lse, const float* dout,
                               float* dq, float* dk, float* dv) {
-  // D_i = dot_seq(dO_i, o_i) of every (batch, head, query): the kernels' scratch.
-  scratch_.resize(c.batch * c.q_heads * c.seq);
-  launch::attention_bwd(shape_of(c, ldq, ldkv), q, k, v, o, lse, dout, dq, dk, dv, scratch_.data());
+  // The kernels' scratch: D_i = dot_seq(dO_i, o_i) of every (batch, head,
+  // query), then the dS tiles (at most launch::kAttentionMaxDsBytes).
+  const launch::AttentionShape s = shape_of(c, ldq, ldkv);
+  const std::size_t n = launch::attention_bwd_scratch_floats(s);
+  scratch_.resize(n);
+  launch::attention_bwd(s, q, k, v, o, lse, dout, dq, dk, dv, scratch_.data(), n);
 }
 
 }  // namespace lockstep::cuda
