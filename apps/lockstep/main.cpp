@@ -155,6 +155,11 @@ struct TrainCommand {
     text_opts.push_back(cmd->add_option("--device", cfg.device, "cpu or cuda (the same weights, bit for bit)")
                             ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
                             ->default_str(d.device));
+    text_opts.push_back(cmd->add_option("--activations", cfg.activations,
+                                        "keep (for the backward) or recompute (block by block before its backward: "
+                                        "the same bits, one block's activations in memory)")
+                            ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
+                            ->default_str(d.activations));
     text_opts.push_back(cmd->add_option("--audit", cfg.audit,
                                         "cuda: recompute sampled GEMM/attention cells on the CPU: stop (on a "
                                         "mismatch), warn, or off")

@@ -73,6 +73,14 @@ TEST_P(Families, LossGradientsAndLogitsAreTheCpuModelsBits) {
                 accumulate ? "accumulate" : "fresh", static_cast<double>(lc), bits(lc), tensors);
   }
   EXPECT_EQ(bits(cpu->loss(in, tg, B, T, 2)), bits(gpu->loss(in, tg, B, T, 0)));
+  // Activations recomputed block by block on the device: the same bits again.
+  gpu->set_recompute(true);
+  EXPECT_EQ(bits(gpu->forward_backward(in, tg, B, T, false, 0)), bits(cpu->forward_backward(in, tg, B, T, false, 2)));
+  for (std::size_t i = 0; i < cpu->params().size(); ++i)
+    EXPECT_EQ(cuda::gate::first_difference(cpu->params()[i].name + ".grad (recomputed)", cpu->params()[i].grad,
+                                           gpu->params()[i].grad),
+              "");
+  gpu->set_recompute(false);
   const auto prompt = tokens(50, cfg.vocab_size, 5);
   EXPECT_EQ(cuda::gate::first_difference("next_logits", cpu->next_logits(prompt, 2), gpu->next_logits(prompt, 0)),
             "");

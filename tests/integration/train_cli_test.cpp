@@ -140,6 +140,7 @@ TEST_F(TrainCli, BadFlagsAreRejectedNamingTheFlag) {
       {"--model nope", "unknown model preset 'nope'"},
       {"--max-minutes -1", "--max-minutes must be >= 0"},
       {"--device tpu", "--device must be cpu or cuda, got 'tpu'"},
+      {"--activations some", "--activations must be keep or recompute, got 'some'"},
       {"--audit sometimes", "--audit must be stop, warn or off, got 'sometimes'"},
   };
   for (const auto& [flags, msg] : cases) {

@@ -82,6 +82,48 @@ TEST(CpuModel, LossAndEveryGradientEqualTheFloatSpecBitForBit) {
   }
 }
 
+// Recomputing each block's activations before its backward gives the kept
+// activations' bits: the loss and every gradient, fresh and accumulated, and the
+// spec engine traces the recomputation (each block's forward list again, just
+// before its backward list).
+TEST(CpuModel, RecomputedActivationsGiveTheKeptActivationsBits) {
+  const std::uint64_t seed = test_seed();
+  for (const auto& nc : mt::micro_configs(true)) {
+    const Shape sh = nc.cfg.max_seq > 64 ? Shape{1, 70} : Shape{2, 13};
+    auto keep = m::make_cpu_model(nc.cfg), recompute = m::make_cpu_model(nc.cfg);
+    keep->init(seed);
+    recompute->init(seed);
+    recompute->set_recompute(true);
+    std::size_t cells = 0;
+    for (bool accumulate : {false, true}) {
+      const auto b = mt::random_batch(sh.batch, sh.seq, nc.cfg.vocab_size, seed ^ (accumulate ? 0x61 : 0x62), true);
+      const auto B = static_cast<std::int64_t>(sh.batch), T = static_cast<std::int64_t>(sh.seq);
+      const float lk = keep->forward_backward(b.ids, b.targets, B, T, accumulate, 2);
+      const float lr = recompute->forward_backward(b.ids, b.targets, B, T, accumulate, 2);
+      EXPECT_EQ(bits_of(lk), bits_of(lr)) << nc.name;
+      for (std::size_t i = 0; i < keep->params().size(); ++i) {
+        EXPECT_EQ(mt::differing_bits(keep->params()[i].grad, recompute->params()[i].grad), 0u)
+            << nc.name << " d" << keep->params()[i].name << (accumulate ? " (accumulated)" : "");
+        cells += keep->params()[i].grad.size();
+      }
+    }
+    std::printf("%-42s recomputed activations: loss and %zu gradient cells bit-equal to kept\n", nc.name.c_str(),
+                cells);
+  }
+  // The trace: with recomputation every block's forward list runs a second time.
+  const auto cfg = mt::micro_configs(true).front().cfg;
+  m::SpecModel<float> spec(cfg);
+  m::Trace trace;
+  spec.engine().trace = &trace;
+  spec.engine().recompute_blocks = true;
+  const auto b = mt::random_batch(1, 8, cfg.vocab_size, seed, false);
+  spec.run(b.ids, b.targets, 1, 8, true);
+  std::size_t recomputed = 0;
+  for (const std::string& line : trace) recomputed += line.rfind("recompute block", 0) == 0;
+  EXPECT_GT(recomputed, 0u);
+  std::printf("trace: %zu steps, %zu of them recomputation\n", trace.size(), recomputed);
+}
+
 TEST(CpuModel, AccumulationAddsTheNewGradientInCallOrder) {
   const std::uint64_t seed = test_seed();
   for (const auto& nc : mt::micro_configs(false)) {

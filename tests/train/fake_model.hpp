@@ -46,6 +46,7 @@ class FakeGpt2 final : public model::Model {
   }
 
   const model::ModelConfig& config() const override { return cfg_; }
+  void set_recompute(bool) override {}  // nothing kept between calls
   std::vector<model::Param>& params() override { return p_; }
   const std::vector<model::Param>& params() const override { return p_; }
 

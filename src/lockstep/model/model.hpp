@@ -63,6 +63,12 @@ class Model {
   // Logits of the last position of one sequence (generation): [vocab_size].
   virtual std::vector<float> next_logits(std::span<const std::int32_t> tokens, int threads) = 0;
 
+  // Activations: kept from the forward for the backward (false, the default),
+  // or recomputed block by block just before each block's backward (true:
+  // one block's activations in memory instead of n_layer blocks'). The bits
+  // are the same either way.
+  virtual void set_recompute(bool recompute) = 0;
+
   // A line about the device work so far (the CUDA model: its live audits'
   // launches, cells and cost); "" for the CPU model.
   virtual std::string report() const { return {}; }

@@ -24,6 +24,7 @@ class CpuModel final : public Model {
         engine_(cfg_, params_, kernels_) {}
 
   const ModelConfig& config() const override { return cfg_; }
+  void set_recompute(bool recompute) override { engine_.recompute_blocks = recompute; }
   std::vector<Param>& params() override { return params_; }
   const std::vector<Param>& params() const override { return params_; }
 

@@ -132,6 +132,11 @@ class Engine {
 
   const ModelConfig& config() const { return cfg_; }
   Trace* trace = nullptr;  // when set, every step run is appended
+  // Activation recomputation: between the passes only each block's input is
+  // kept; a block's forward runs again (the same kernels on the same input:
+  // the same bits) just before its backward. One block's activations live at
+  // a time instead of n_layer blocks'.
+  bool recompute_blocks = false;
 
   // One pass over a batch: mean cross-entropy; with `backward`, the gradient
   // of that mean into every parameter (overwritten, or added with accumulate).
@@ -195,6 +200,17 @@ class Engine {
     Buf x, n1, n1_mean, n1_rstd, qkv, v, qr, kr, att, lse, sub1, sub1_rstd, mid, n2, n2_mean, n2_rstd,
         fc, gate, up, act, sub2, sub2_rstd;
     Aux aux[kAuxSlots];
+    // Everything but the block input x changes hands (recompute_blocks).
+    void swap_all_but_x(LayerActs& o) {
+      using std::swap;
+      for (auto f : {&LayerActs::n1, &LayerActs::n1_mean, &LayerActs::n1_rstd, &LayerActs::qkv, &LayerActs::v,
+                     &LayerActs::qr, &LayerActs::kr, &LayerActs::att, &LayerActs::lse, &LayerActs::sub1,
+                     &LayerActs::sub1_rstd, &LayerActs::mid, &LayerActs::n2, &LayerActs::n2_mean, &LayerActs::n2_rstd,
+                     &LayerActs::fc, &LayerActs::gate, &LayerActs::up, &LayerActs::act, &LayerActs::sub2,
+                     &LayerActs::sub2_rstd})
+        swap(this->*f, o.*f);
+      for (std::size_t i = 0; i < kAuxSlots; ++i) swap(aux[i], o.aux[i]);
+    }
   };
   // Values used within one step pair, and the backward's running gradients.
   struct Shared {
@@ -304,7 +320,17 @@ class Engine {
     const std::size_t N = N_, D = D_, F = F_;
     auto sz = [](Buf& v, std::size_t n) { v.resize(n); };
     acts_.resize(L_);
-    for (LayerActs& a : acts_) {
+    // With recompute_blocks the per-layer activations other than x are sized
+    // once, in work_, and lent to the block being run.
+    for (std::size_t li = 0; li <= L_; ++li) {
+      if (li == L_ && !recompute_blocks) break;
+      LayerActs& a = li < L_ ? acts_[li] : work_;
+      if (recompute_blocks && li < L_) {
+        sz(a.x, N * D);
+        LayerActs released;  // what a keep-all pass left here is freed
+        a.swap_all_but_x(released);
+        continue;
+      }
       sz(a.x, N * D);
       sz(a.n1, N * D);
       sz(a.n1_mean, gpt ? N : 0);
@@ -738,11 +764,26 @@ class Engine {
     };
   }
 
+  // recompute_blocks: lends work_'s buffers to block l for the scope.
+  struct Lend {
+    Engine& e;
+    std::size_t l;
+    Lend(Engine& en, std::size_t layer) : e(en), l(layer) {
+      if (e.recompute_blocks) e.acts_[l].swap_all_but_x(e.work_);
+    }
+    ~Lend() {
+      if (e.recompute_blocks) e.acts_[l].swap_all_but_x(e.work_);
+    }
+    Lend(const Lend&) = delete;
+    Lend& operator=(const Lend&) = delete;
+  };
+
   void forward_pass(const Index*, const Index*) {
     if (cfg_.family == Family::Gpt2) {
       GptStem stem{*this};
       run_forward<gpt2::Stem>(stem, tracer("forward", "stem", 0));
       for (std::size_t l = 0; l < L_; ++l) {
+        Lend lend(*this, l);
         GptBlock b(*this, l);
         run_forward<gpt2::Block>(b, tracer("forward", "block", l));
       }
@@ -752,6 +793,7 @@ class Engine {
       RopeStem stem{*this};
       run_forward<llama::Stem>(stem, tracer("forward", "stem", 0));
       for (std::size_t l = 0; l < L_; ++l) {
+        Lend lend(*this, l);
         if (cfg_.family == Family::Llama) {
           RopeBlock<LlamaFam> b(*this, l);
           run_forward<llama::Block>(b, tracer("forward", "block", l));
@@ -770,7 +812,9 @@ class Engine {
       Head h(*this);
       run_backward<gpt2::Head>(h, tracer("backward", "head", 0));
       for (std::size_t l = L_; l-- > 0;) {
+        Lend lend(*this, l);
         GptBlock b(*this, l);
+        if (recompute_blocks) run_forward<gpt2::Block>(b, tracer("recompute", "block", l));
         run_backward<gpt2::Block>(b, tracer("backward", "block", l));
       }
       GptStem stem{*this};
@@ -779,11 +823,14 @@ class Engine {
       Head h(*this);
       run_backward<llama::Head>(h, tracer("backward", "head", 0));
       for (std::size_t l = L_; l-- > 0;) {
+        Lend lend(*this, l);
         if (cfg_.family == Family::Llama) {
           RopeBlock<LlamaFam> b(*this, l);
+          if (recompute_blocks) run_forward<llama::Block>(b, tracer("recompute", "block", l));
           run_backward<llama::Block>(b, tracer("backward", "block", l));
         } else {
           RopeBlock<BitnetFam> b(*this, l);
+          if (recompute_blocks) run_forward<bitnet::Block>(b, tracer("recompute", "block", l));
           run_backward<bitnet::Block>(b, tracer("backward", "block", l));
         }
       }
@@ -803,6 +850,7 @@ class Engine {
   std::vector<LayerParams> layers_;
   std::size_t wte_ = npos, wpe_ = npos, nf_w_ = npos, nf_b_ = npos, head_ = npos;
   std::vector<LayerActs> acts_;
+  LayerActs work_;  // recompute_blocks: the one block's activations, lent to the block being run
   Shared s_;
   std::vector<T*> gdst_;
   std::vector<Buf> gtmp_;

@@ -42,6 +42,8 @@ void TrainConfig::validate() const {
   need(accum >= 1 && accum <= 65536, fmt::format("--accum must be in [1, 65536], got {}", accum));
   need(std::isfinite(grad_clip) && grad_clip >= 0, fmt::format("--grad-clip must be >= 0, got {}", grad_clip));
   need(device == "cpu" || device == "cuda", fmt::format("--device must be cpu or cuda, got '{}'", device));
+  need(activations == "keep" || activations == "recompute",
+       fmt::format("--activations must be keep or recompute, got '{}'", activations));
   need(audit == "stop" || audit == "warn" || audit == "off",
        fmt::format("--audit must be stop, warn or off, got '{}'", audit));
   need(threads >= 0 && threads <= 4096, fmt::format("--threads must be in [0, 4096], got {}", threads));
@@ -88,6 +90,7 @@ std::string TrainConfig::to_json() const {
   j["threads"] = threads;
   j["device"] = device;
   j["audit"] = audit;
+  j["activations"] = activations;
   j["seed"] = seed;
   j["eval_every"] = eval_every;
   j["eval_tokens"] = eval_tokens;
@@ -123,6 +126,7 @@ TrainConfig TrainConfig::from_json(std::string_view json, const std::string& wha
     j.at("threads").get_to(c.threads);
     if (j.contains("device")) j.at("device").get_to(c.device);  // absent before the CUDA backend: cpu
     if (j.contains("audit")) j.at("audit").get_to(c.audit);
+    if (j.contains("activations")) j.at("activations").get_to(c.activations);
     j.at("seed").get_to(c.seed);
     j.at("eval_every").get_to(c.eval_every);
     j.at("eval_tokens").get_to(c.eval_tokens);

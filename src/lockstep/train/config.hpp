@@ -37,6 +37,7 @@ struct TrainConfig {
   // Execution.
   int threads = 0;                  // 0 = all hardware threads (the bits do not depend on it)
   std::string device = "cpu";       // cpu or cuda (the same bits on either; a run may resume on the other)
+  std::string activations = "keep";  // keep (for the backward) or recompute (block by block; same bits, less memory)
   std::string audit = "stop";       // cuda: live audits of GEMM/attention cells; stop, warn or off
   std::uint64_t seed = 1;           // model init and batch sampling
   std::int64_t eval_every = 100;    // steps between validation passes (0 = only at the end)

@@ -131,7 +131,7 @@ const std::atomic<bool>& install_interrupt_handler() {
 }
 
 TrainConfig merge_resume_config(const TrainConfig& saved, const TrainConfig& cli, const std::set<std::string>& given) {
-  static const std::set<std::string> kChangeable = {"steps",       "threads",   "device",     "audit",      "out",        "max-minutes",
+  static const std::set<std::string> kChangeable = {"steps",       "threads",   "device",     "audit",      "activations", "out",        "max-minutes",
                                                     "eval-every", "eval-tokens", "save-every", "log-every"};
   const auto js = nlohmann::json::parse(saved.to_json());
   auto jm = js;
@@ -233,6 +233,7 @@ RunSummary run_training(TrainConfig cfg, const RunOptions& opt) {
   } else {
     m = make_model(mc);
   }
+  m->set_recompute(cfg.activations == "recompute");
   Trainer trainer(cfg, std::move(m), data::Shard(corpus.train_shard), data::Shard(corpus.val_shard),
                   token_byte_lengths(tokenizer));
   std::uint64_t tokens_seen = 0;

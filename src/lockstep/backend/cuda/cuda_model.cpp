@@ -78,6 +78,7 @@ class CudaModel final : public Model {
   }
 
   const ModelConfig& config() const override { return cfg_; }
+  void set_recompute(bool recompute) override { engine_.recompute_blocks = recompute; }
   // The host view is brought up to date first; after non-const access the
   // caller may have written it, so the device copy is refreshed before use.
   std::vector<Param>& params() override {
