@@ -152,12 +152,79 @@ struct Attention {
     return out;
   }
 
+  // The backward's pieces, extracted (as forward_row is) so that the live
+  // audits recompute single rows of a device's gradients with the spec's own
+  // code; `backward` is written with them, so the spec stays one expression.
+  //
+  // D_i = dot_seq(dO_i, o_i) of query row (b, h, i).
+  template <class T>
+  static T backward_D(const Config& c, const Outputs<T>& out, const Outputs<T>& dout, std::size_t b, std::size_t h,
+                      std::size_t i) {
+    return Math<T>::dot_seq(dout.o.ptr() + qrow(c, b, i, h), 1, out.o.ptr() + qrow(c, b, i, h), 1, c.head_dim);
+  }
+  // P_ij = exp(s_ij - lse_i) and dS_ij = P_ij * (dP_ij - D_i), dP_ij = dot_seq(dO_i, v_j),
+  // of query row (b, h, i) and key j <= i.
+  template <class T>
+  struct ProbGrad {
+    T p, ds;
+  };
+  template <class T>
+  static ProbGrad<T> backward_pds(const Config& c, const Inputs<T>& in, const Outputs<T>& dout, std::size_t b,
+                                  std::size_t h, std::size_t i, std::size_t j, T Di, T lse, T scale) {
+    using M = Math<T>;
+    const std::size_t g = h / (c.q_heads / c.kv_heads);
+    const T p = M::exp(score(c, in, b, h, i, j, scale) - lse);
+    const T dp = M::dot_seq(dout.o.ptr() + qrow(c, b, i, h), 1, in.v.ptr() + kvrow(c, b, j, g), 1, c.head_dim);
+    return {p, p * (dp - Di)};
+  }
+  // One query row: P_ij and dS_ij for j = 0..i (into P[j], dS[j]) and
+  //   dq[d] = chain_{j=0..i}(dS_ij * k_jd) * scale        (dq: the row dq[b, i, h, :])
+  template <class T>
+  static void backward_q_row(const Config& c, const Inputs<T>& in, const Outputs<T>& out, const Outputs<T>& dout,
+                             std::size_t b, std::size_t h, std::size_t i, T scale, T* P, T* dS, T* dq) {
+    using M = Math<T>;
+    const std::size_t g = h / (c.q_heads / c.kv_heads);
+    const T Di = backward_D(c, out, dout, b, h, i);
+    const T lse = out.lse[lse_at(c, b, h, i)];
+    for (std::size_t j = 0; j <= i; ++j) {
+      const ProbGrad<T> x = backward_pds(c, in, dout, b, h, i, j, Di, lse, scale);
+      P[j] = x.p;
+      dS[j] = x.ds;
+    }
+    for (std::size_t d = 0; d < c.head_dim; ++d) {
+      T acc = T(0);
+      for (std::size_t j = 0; j <= i; ++j) acc = M::fma(dS[j], in.k[kvrow(c, b, j, g) + d], acc);
+      dq[d] = acc * scale;
+    }
+  }
+  // One key row j of kv head g: with P^r_ij = P[r * ldr + i * ldi] and dS^r_ij
+  // likewise (r: the group's r-th query head g·rep + r; i = j..T-1),
+  //   dk[d] = chain_{r ascending} chain_{i=j..T-1}(dS^r_ij * q^r_id) * scale
+  //   dv[d] = chain_{r ascending} chain_{i=j..T-1}(P^r_ij * dO^r_id)
+  template <class T>
+  static void backward_kv_row(const Config& c, const Inputs<T>& in, const Outputs<T>& dout, std::size_t b,
+                              std::size_t g, std::size_t j, T scale, const T* P, const T* dS, std::size_t ldr,
+                              std::size_t ldi, T* dk, T* dv) {
+    using M = Math<T>;
+    const std::size_t rep = c.q_heads / c.kv_heads;
+    for (std::size_t d = 0; d < c.head_dim; ++d) {
+      T ak = T(0), av = T(0);
+      for (std::size_t r = 0; r < rep; ++r)
+        for (std::size_t i = j; i < c.seq; ++i) {
+          const std::size_t h = g * rep + r;
+          ak = M::fma(dS[r * ldr + i * ldi], in.q[qrow(c, b, i, h) + d], ak);
+          av = M::fma(P[r * ldr + i * ldi], dout.o[qrow(c, b, i, h) + d], av);
+        }
+      dk[d] = ak * scale;
+      dv[d] = av;
+    }
+  }
+
   template <class T>
   static Inputs<T> backward(const Config& c, const Inputs<T>& in, const Outputs<T>& out,
                             const Outputs<T>& dout) {
-    using M = Math<T>;
     validate(c);
-    const std::size_t Tn = c.seq, Dh = c.head_dim, rep = c.q_heads / c.kv_heads;
+    const std::size_t Tn = c.seq, rep = c.q_heads / c.kv_heads;
     const T scale = scale_of<T>(c);
     Inputs<T> g{Tensor<T>(in.q.shape), Tensor<T>(in.k.shape), Tensor<T>(in.v.shape)};
     // P and dS of the rep query heads of one kv head: [rep, T, T], lower triangle.
@@ -167,42 +234,14 @@ struct Attention {
       for (std::size_t kv = 0; kv < c.kv_heads; ++kv) {
         for (std::size_t r = 0; r < rep; ++r) {
           const std::size_t h = kv * rep + r;
-          for (std::size_t i = 0; i < Tn; ++i) {
-            const T* dOi = dout.o.ptr() + qrow(c, b, i, h);
-            const T Di = M::dot_seq(dOi, 1, out.o.ptr() + qrow(c, b, i, h), 1, Dh);
-            const T lse = out.lse[lse_at(c, b, h, i)];
-            for (std::size_t j = 0; j <= i; ++j) {
-              const T p = M::exp(score(c, in, b, h, i, j, scale) - lse);
-              const T dp = M::dot_seq(dOi, 1, in.v.ptr() + kvrow(c, b, j, kv), 1, Dh);
-              P[at(r, i, j)] = p;
-              dS[at(r, i, j)] = p * (dp - Di);
-            }
-            // dq_i = (Σ_j dS_ij k_j) * scale
-            T* dq = g.q.ptr() + qrow(c, b, i, h);
-            for (std::size_t d = 0; d < Dh; ++d) {
-              T acc = T(0);
-              for (std::size_t j = 0; j <= i; ++j)
-                acc = M::fma(dS[at(r, i, j)], in.k[kvrow(c, b, j, kv) + d], acc);
-              dq[d] = acc * scale;
-            }
-          }
+          for (std::size_t i = 0; i < Tn; ++i)
+            backward_q_row(c, in, out, dout, b, h, i, scale, P.data() + at(r, i, 0), dS.data() + at(r, i, 0),
+                           g.q.ptr() + qrow(c, b, i, h));
         }
         // dk_j, dv_j: chains over the group's heads, then the queries i >= j.
-        for (std::size_t j = 0; j < Tn; ++j) {
-          T* dk = g.k.ptr() + kvrow(c, b, j, kv);
-          T* dv = g.v.ptr() + kvrow(c, b, j, kv);
-          for (std::size_t d = 0; d < Dh; ++d) {
-            T ak = T(0), av = T(0);
-            for (std::size_t r = 0; r < rep; ++r)
-              for (std::size_t i = j; i < Tn; ++i) {
-                const std::size_t h = kv * rep + r;
-                ak = M::fma(dS[at(r, i, j)], in.q[qrow(c, b, i, h) + d], ak);
-                av = M::fma(P[at(r, i, j)], dout.o[qrow(c, b, i, h) + d], av);
-              }
-            dk[d] = ak * scale;
-            dv[d] = av;
-          }
-        }
+        for (std::size_t j = 0; j < Tn; ++j)
+          backward_kv_row(c, in, dout, b, kv, j, scale, P.data() + at(0, 0, j), dS.data() + at(0, 0, j), Tn * Tn,
+                          Tn, g.k.ptr() + kvrow(c, b, j, kv), g.v.ptr() + kvrow(c, b, j, kv));
       }
     return g;
   }

@@ -82,6 +82,12 @@ struct TernaryCodes {
   T scale = T(0);              // mean |w| (floored): one code step
 };
 
+// One ternary code: clamp(floor(w * inv + 0.5), -1, 1), inv = 1 / scale.
+template <class T>
+T ternary_code(T w, T inv) {
+  return min2(max2(Math<T>::floor(w * inv + T(0.5)), T(-1)), T(1));
+}
+
 template <class T>
 TernaryCodes<T> quantize_ternary(const T* w, std::size_t n) {
   using M = Math<T>;
@@ -91,7 +97,7 @@ TernaryCodes<T> quantize_ternary(const T* w, std::size_t n) {
   const T inv = T(1) / m;
   TernaryCodes<T> r{std::vector<std::int8_t>(n), m};
   for (std::size_t k = 0; k < n; ++k)
-    r.q[k] = static_cast<std::int8_t>(min2(max2(M::floor(w[k] * inv + T(0.5)), T(-1)), T(1)));
+    r.q[k] = static_cast<std::int8_t>(ternary_code(w[k], inv));
   return r;
 }
 
@@ -165,6 +171,12 @@ struct QuantLinear {
     return z;
   }
 
+  // y_nm from the exact integer product acc_nm (the live audits use it too).
+  template <class T>
+  static T epilogue(std::int32_t acc, T step_n, T wstep_m) {
+    return (static_cast<T>(acc) * step_n) * wstep_m;
+  }
+
   template <class T>
   static Outputs<T> forward(const Config& c, const Inputs<T>& in) {
     validate(c);
@@ -173,7 +185,7 @@ struct QuantLinear {
     Outputs<T> out{Tensor<T>({c.rows, c.out})};
     for (std::size_t n = 0; n < c.rows; ++n)
       for (std::size_t m = 0; m < c.out; ++m)
-        out.y[n * c.out + m] = (static_cast<T>(acc[n * c.out + m]) * z.x.step[n]) * z.wstep[m];
+        out.y[n * c.out + m] = epilogue(acc[n * c.out + m], z.x.step[n], z.wstep[m]);
     return out;
   }
 
