@@ -5,11 +5,14 @@
 // corrupted output cell.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lockstep/backend/cuda/audit.hpp"
@@ -22,6 +25,7 @@
 #include "lockstep/train/run.hpp"
 
 #include "../common/sample_text.hpp"
+#include "audit_problems.hpp"
 
 namespace fs = std::filesystem;
 using namespace lockstep;
@@ -183,20 +187,26 @@ TEST(CudaTraining, TheGpuRunEndsOnTheCpuRunsWeights) {
 }
 
 TEST(CudaAudit, ARunUnderAuditsFindsNoMismatchAndStatesItsCost) {
-  TrainRun r;
-  r.cfg.steps = 8;
-  r.cfg.save_every = 0;
-  r.cfg.audit = "off";
-  const auto plain = r.go("cuda", "plain");
-  r.cfg.audit = "stop";
-  cuda::audit::reset_stats();
-  const auto audited = r.go("cuda", "audited");
-  const auto st = cuda::audit::stats();
-  std::printf("audited run: %zu launches, %zu cells, %zu mismatches, %.3f s auditing; steps %.3f s (plain %.3f s)\n",
-              st.launches, st.cells, st.mismatches, st.seconds, audited.train_seconds, plain.train_seconds);
-  EXPECT_GT(st.launches, 0u);
-  EXPECT_EQ(st.mismatches, 0u);
-  EXPECT_EQ(audited.weights_hash, plain.weights_hash);
+  // Every family: gpt2 (multi-head attention), llama (grouped-query), bitnet
+  // (BitLinear forward audits); the attention backward audited in each.
+  for (const char* family : {"gpt2-micro", "llama-micro", "bitnet-micro"}) {
+    TrainRun r;
+    r.cfg.model = family;
+    r.cfg.steps = 8;
+    r.cfg.save_every = 0;
+    r.cfg.audit = "off";
+    const auto plain = r.go("cuda", "plain");
+    r.cfg.audit = "stop";
+    cuda::audit::reset_stats();
+    const auto audited = r.go("cuda", "audited");
+    const auto st = cuda::audit::stats();
+    std::printf("%s audited run: %zu launches, %zu cells, %zu mismatches, %.3f s auditing; steps %.3f s (plain %.3f "
+                "s)\n",
+                family, st.launches, st.cells, st.mismatches, st.seconds, audited.train_seconds, plain.train_seconds);
+    EXPECT_GT(st.launches, 0u) << family;
+    EXPECT_EQ(st.mismatches, 0u) << family << ": " << st.first_report;
+    EXPECT_EQ(audited.weights_hash, plain.weights_hash) << family;
+  }
 }
 
 TEST(CudaAudit, ACorruptedCellIsCaught) {
@@ -224,6 +234,73 @@ TEST(CudaAudit, ACorruptedCellIsCaught) {
   dy.upload(y);
   try {
     cuda::audit::matmul("test", N, M, K, dx.data(), K, 1, dw.data(), 1, K, nullptr, dy.data(), M);
+    ADD_FAILURE() << "the corrupted cell was not caught";
+  } catch (const std::runtime_error& e) {
+    std::printf("caught: %s\n", e.what());
+    EXPECT_NE(std::string(e.what()).find("cell (32, 8)"), std::string::npos);
+  }
+  cuda::audit::configure({});
+}
+
+TEST(CudaAudit, ACorruptedAttentionGradientCellIsCaught) {
+  // dq, dk, dv computed right (cpu::OpKernels, bit-identical to the CUDA
+  // kernels), uploaded, then one cell corrupted at a time: the audit of that
+  // launch, reading the device buffers, must name the tensor and the cell.
+  const ops::Attention::Config c{2, 70, 4, 2, 8, 0.0, 64};
+  test::AttentionProblem p(c);
+  cuda::DeviceBuffer<float> qkv, o, lse, dout, dqkv;
+  qkv.upload(p.qkv);
+  o.upload(p.o);
+  lse.upload(p.lse);
+  dout.upload(p.dout);
+  dqkv.upload(p.dqkv);
+  auto audit = [&] {
+    const float* d = dqkv.data();
+    cuda::audit::attention_bwd(c, qkv.data(), p.ld, qkv.data() + p.ok, qkv.data() + p.ov, p.ld, o.data(), lse.data(),
+                               dout.data(), d, d + p.ok, d + p.ov);
+  };
+  cuda::audit::Options opt;
+  opt.enabled = true;
+  cuda::audit::configure(opt);
+  cuda::audit::reset_stats();
+  EXPECT_NO_THROW(audit());
+  EXPECT_EQ(cuda::audit::stats().mismatches, 0u);
+  const std::size_t B = c.batch, T = c.seq, Dh = c.head_dim;
+  const std::pair<std::size_t, const char*> cases[] = {
+      {p.dq_at(B - 1, T - 1, c.q_heads - 1, Dh - 1), "dq of (b 1, h 3, i 69) d 7"},
+      {p.dq_at(0, 0, 0, 0), "dq of (b 0, h 0, i 0) d 0"},
+      {p.dk_at(B - 1, 0, c.kv_heads - 1, 2), "dk of (b 1, kv head 1, j 0) d 2"},
+      {p.dv_at(B - 1, T - 1, c.kv_heads - 1, 0), "dv of (b 1, kv head 1, j 69) d 0"},
+  };
+  for (const auto& [at, want] : cases) {
+    std::vector<float> bad = p.dqkv;
+    bad[at] = std::nextafter(bad[at], 1e30f);
+    dqkv.upload(bad);
+    try {
+      audit();
+      ADD_FAILURE() << "the corrupted cell was not caught: " << want;
+    } catch (const std::runtime_error& e) {
+      std::printf("caught: %s\n", e.what());
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  }
+  cuda::audit::configure({});
+}
+
+TEST(CudaAudit, ACorruptedBitLinearCellIsCaught) {
+  test::BitLinearProblem p(33, 40, 17);
+  cuda::DeviceBuffer<float> x, w, y;
+  x.upload(p.x);
+  w.upload(p.w);
+  y.upload(p.y);
+  cuda::audit::Options opt;
+  opt.enabled = true;
+  cuda::audit::configure(opt);
+  EXPECT_NO_THROW(cuda::audit::bitlinear_fwd(p.N, p.K, p.M, x.data(), w.data(), p.scale, y.data()));
+  p.y[(p.N - 1) * p.M + p.M / 2] = std::nextafter(p.y[(p.N - 1) * p.M + p.M / 2], 1e30f);
+  y.upload(p.y);
+  try {
+    cuda::audit::bitlinear_fwd(p.N, p.K, p.M, x.data(), w.data(), p.scale, y.data());
     ADD_FAILURE() << "the corrupted cell was not caught";
   } catch (const std::runtime_error& e) {
     std::printf("caught: %s\n", e.what());

@@ -17,7 +17,9 @@
 #include "lockstep/backend/cuda/device.hpp"
 #include "lockstep/backend/cuda/gather_launch.hpp"
 #include "lockstep/num/rng.hpp"
+#include "lockstep/ops/quant.hpp"
 #include "lockstep/ops/scalar.hpp"
+#include "lockstep/util/parallel.hpp"
 
 namespace lockstep::cuda::audit {
 namespace {
@@ -109,6 +111,18 @@ class Staging {
   void flush() {
     if (list_.n == 0) return;
     const std::size_t n = total_ - base_;
+    if (g_opt.host_pointers) {  // tests without a GPU: the same segments, read on the CPU
+      host_.resize(total_);
+      for (int s = 0; s < list_.n; ++s) {
+        const launch::GatherSegment& g = list_.seg[s];
+        for (std::size_t r = 0; r < g.rows; ++r)
+          for (std::size_t e = 0; e < g.row_elems; ++e)
+            host_[base_ + g.dst_offset + r * g.row_elems + e] = g.src[r * g.row_stride + e * g.elem_stride];
+      }
+      base_ = total_;
+      list_.n = 0;
+      return;
+    }
     DeviceBuffer<float>& dev = device_staging();
     dev.resize(n);
     launch::gather(list_, dev.data());
@@ -219,6 +233,181 @@ void attention_fwd(const ops::Attention::Config& c, const float* q, std::size_t 
         break;
       }
     }
+  }
+}
+
+namespace {
+
+// hs[at, at + n) as a tensor of the given shape, zero beyond n.
+Tensor<float> staged(const std::vector<float>& hs, std::size_t at, std::size_t n, Shape shape,
+                     std::size_t dst = 0) {
+  Tensor<float> t(std::move(shape));
+  std::copy(hs.begin() + static_cast<std::ptrdiff_t>(at), hs.begin() + static_cast<std::ptrdiff_t>(at + n),
+            t.ptr() + dst);
+  return t;
+}
+
+}  // namespace
+
+void attention_bwd(const ops::Attention::Config& c, const float* q, std::size_t ldq, const float* k, const float* v,
+                   std::size_t ldkv, const float* o, const float* lse, const float* dout, const float* dq,
+                   const float* dk, const float* dv) {
+  if (!g_opt.enabled || c.batch == 0 || c.seq == 0 || c.q_heads == 0 || c.head_dim == 0) return;
+  Timer timer;
+  using A = ops::Attention;
+  const std::size_t B = c.batch, T = c.seq, Dh = c.head_dim, Hq = c.q_heads, Hkv = c.kv_heads, rep = Hq / Hkv;
+  const std::size_t ldo = Hq * Dh;  // o, dout: [B, T, Hq, Dh]
+  const float scale = A::scale_of<float>(c);
+  // Query rows (b, h, i) and key rows (b, kv head g, j).
+  struct Row {
+    bool key;
+    std::size_t b, h, i;
+  };
+  std::vector<Row> rows = {{false, B - 1, Hq - 1, T - 1}, {false, 0, 0, 0},           {false, B - 1, 0, T / 2},
+                           {true, B - 1, Hkv - 1, 0},     {true, B - 1, Hkv - 1, T - 1}};
+  const std::uint64_t launch = next_launch();
+  for (std::size_t r = 0; r < g_opt.interior; ++r) {
+    const std::uint32_t u = num::rng::bits32(g_opt.seed, launch, r);
+    const bool key = r % 2 == 1;
+    rows.push_back({key, (u >> 20) % B, (u >> 10) % (key ? Hkv : Hq), u % T});
+  }
+  struct At {
+    std::size_t q, o, dout, lse, k, v, dq, dk, dv;
+  };
+  Staging st;
+  std::vector<At> at;
+  for (const Row& w : rows) {
+    At x{};
+    const std::size_t b = w.b, i = w.i;
+    if (!w.key) {  // query row i of head h: its q, o, dO, lse and keys/values 0..i
+      const std::size_t h = w.h, g = h / rep;
+      x.q = st.add(q + (b * T + i) * ldq + h * Dh, 1, Dh, ldq);
+      x.o = st.add(o + ((b * T + i) * Hq + h) * Dh, 1, Dh, ldo);
+      x.dout = st.add(dout + ((b * T + i) * Hq + h) * Dh, 1, Dh, ldo);
+      x.lse = st.add(lse + (b * Hq + h) * T + i, 1, 1, 1);
+      x.k = st.add(k + b * T * ldkv + g * Dh, i + 1, Dh, ldkv);
+      x.v = st.add(v + b * T * ldkv + g * Dh, i + 1, Dh, ldkv);
+      x.dq = st.add(dq + (b * T + i) * ldq + h * Dh, 1, Dh, ldq);
+    } else {  // key row j = i of kv head g: queries j..T-1 of the group's heads, k_j, v_j
+      const std::size_t g = w.h, n = T - i, h0 = g * rep;
+      x.q = st.add(q + (b * T + i) * ldq + h0 * Dh, n, rep * Dh, ldq);
+      x.o = st.add(o + ((b * T + i) * Hq + h0) * Dh, n, rep * Dh, ldo);
+      x.dout = st.add(dout + ((b * T + i) * Hq + h0) * Dh, n, rep * Dh, ldo);
+      x.lse = st.add(lse + (b * Hq + h0) * T + i, rep, n, T);
+      x.k = st.add(k + (b * T + i) * ldkv + g * Dh, 1, Dh, ldkv);
+      x.v = st.add(v + (b * T + i) * ldkv + g * Dh, 1, Dh, ldkv);
+      x.dk = st.add(dk + (b * T + i) * ldkv + g * Dh, 1, Dh, ldkv);
+      x.dv = st.add(dv + (b * T + i) * ldkv + g * Dh, 1, Dh, ldkv);
+    }
+    at.push_back(x);
+  }
+  const std::vector<float>& hs = st.fetch();
+  auto compare = [&](const char* tensor, const Row& w, const float* want, std::size_t got_at) {
+    for (std::size_t d = 0; d < Dh; ++d) {
+      const float wv = want[d], gv = hs[got_at + d];
+      if (bits(wv) != bits(gv)) {
+        mismatch(fmt::format("attention_bwd [B {} T {} Hq {} Hkv {} Dh {}]: {} of (b {}, {} {}, {} {}) d {}: cpu "
+                             "0x{:08x} ({}) vs cuda 0x{:08x} ({})",
+                             B, T, Hq, Hkv, Dh, tensor, w.b, w.key ? "kv head" : "h", w.h, w.key ? "j" : "i", w.i, d,
+                             bits(wv), wv, bits(gv), gv));
+        return;
+      }
+    }
+  };
+  // The rows are recomputed on CPU threads (each row alone, the spec's
+  // sequential chains: the bits do not depend on the split), then compared in
+  // row order.
+  std::vector<std::vector<float>> wants(rows.size());
+  util::parallel_for(rows.size(), util::resolve_threads(g_opt.threads), 1, [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t r = lo; r < hi; ++r) {
+      const Row& w = rows[r];
+      const At& x = at[r];
+      const std::size_t i = w.i;
+      A::Config one = c;  // the row's problem alone, one batch entry
+      one.batch = 1;
+      one.kv_heads = 1;
+      std::vector<float>& want = wants[r];
+      if (!w.key) {
+        // One head pair, queries/keys 0..i; only query row i is filled.
+        one.seq = i + 1;
+        one.q_heads = 1;
+        const Shape sh{1, i + 1, 1, Dh};
+        const A::Inputs<float> in{staged(hs, x.q, Dh, sh, i * Dh), staged(hs, x.k, (i + 1) * Dh, sh),
+                                  staged(hs, x.v, (i + 1) * Dh, sh)};
+        const A::Outputs<float> out{staged(hs, x.o, Dh, sh, i * Dh), staged(hs, x.lse, 1, {1, 1, i + 1}, i)};
+        const A::Outputs<float> dout_{staged(hs, x.dout, Dh, sh, i * Dh), Tensor<float>()};
+        std::vector<float> P(i + 1), dS(i + 1);
+        want.resize(Dh);
+        A::backward_q_row(one, in, out, dout_, 0, 0, i, scale, P.data(), dS.data(), want.data());
+      } else {
+        // The group's rep heads, queries j..T-1 renumbered 0..n-1; key j is
+        // key 0 (the only key/value row these functions read: k and v hold it alone).
+        const std::size_t n = T - i;
+        one.seq = n;
+        one.q_heads = rep;
+        const Shape sq{1, n, rep, Dh}, skv{1, 1, 1, Dh};
+        const A::Inputs<float> in{staged(hs, x.q, n * rep * Dh, sq), staged(hs, x.k, Dh, skv),
+                                  staged(hs, x.v, Dh, skv)};
+        const A::Outputs<float> out{staged(hs, x.o, n * rep * Dh, sq), staged(hs, x.lse, rep * n, {1, rep, n})};
+        const A::Outputs<float> dout_{staged(hs, x.dout, n * rep * Dh, sq), Tensor<float>()};
+        std::vector<float> P(rep * n), dS(rep * n);
+        for (std::size_t h = 0; h < rep; ++h)
+          for (std::size_t t = 0; t < n; ++t) {
+            const float Di = A::backward_D(one, out, dout_, 0, h, t);
+            const auto pds =
+                A::backward_pds(one, in, dout_, 0, h, t, 0, Di, out.lse[A::lse_at(one, 0, h, t)], scale);
+            P[h * n + t] = pds.p;
+            dS[h * n + t] = pds.ds;
+          }
+        want.resize(2 * Dh);  // dk | dv
+        A::backward_kv_row(one, in, dout_, 0, 0, 0, scale, P.data(), dS.data(), n, 1, want.data(),
+                           want.data() + Dh);
+      }
+    }
+  });
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    const Row& w = rows[r];
+    const At& x = at[r];
+    timer.cells += wants[r].size();
+    if (!w.key) {
+      compare("dq", w, wants[r].data(), x.dq);
+    } else {
+      compare("dk", w, wants[r].data(), x.dk);
+      compare("dv", w, wants[r].data() + Dh, x.dv);
+    }
+  }
+}
+
+void bitlinear_fwd(std::size_t N, std::size_t K, std::size_t M, const float* x, const float* w, float scale,
+                   const float* y) {
+  if (!g_opt.enabled || N == 0 || M == 0) return;
+  Timer timer;
+  struct At {
+    std::size_t n, m, x, w, y;
+  };
+  Staging st;
+  std::vector<At> at;
+  for (const auto& [n, m] : cells(N, M, g_opt.interior, next_launch())) {
+    At a{n, m, 0, 0, 0};
+    a.x = st.add(x + n * K, 1, K, K);
+    a.w = st.add(w + m * K, 1, K, K);
+    a.y = st.add(y + n * M + m, 1, 1, 1);
+    at.push_back(a);
+  }
+  const std::vector<float>& h = st.fetch();
+  const float inv = 1.0f / scale;  // ops::quantize_ternary's inv
+  for (const At& a : at) {
+    const ops::RowCodes<float> cx =
+        ops::quantize_rows(h.data() + a.x, 1, K, static_cast<float>(ops::BitLinear::kActFloor));
+    std::int32_t acc = 0;
+    for (std::size_t kk = 0; kk < K; ++kk)
+      acc += static_cast<std::int32_t>(cx.q[kk]) * static_cast<std::int32_t>(ops::ternary_code(h[a.w + kk], inv));
+    const float want = ops::BitLinear::epilogue(acc, cx.step[0], scale);
+    const float got = h[a.y];
+    ++timer.cells;
+    if (bits(want) != bits(got))
+      mismatch(fmt::format("bitlinear_fwd [{} x {}, k {}]: cell ({}, {}): cpu 0x{:08x} ({}) vs cuda 0x{:08x} ({})", N,
+                           M, K, a.n, a.m, bits(want), want, bits(got), got));
   }
 }
 

@@ -40,6 +40,7 @@ void OpKernels::attention_bwd(const ops::Attention::Config& c, const float* q, s
   const std::size_t n = launch::attention_bwd_scratch_floats(s);
   scratch_.resize(n);
   launch::attention_bwd(s, q, k, v, o, lse, dout, dq, dk, dv, scratch_.data(), n);
+  audit::attention_bwd(c, q, ldq, k, v, ldkv, o, lse, dout, dq, dk, dv);
 }
 
 }  // namespace lockstep::cuda

@@ -55,6 +55,7 @@ void OpKernels::bitlinear_fwd(const ops::QuantLinearConfig& c, const float* x, c
   epi.scale = s + o_par;
   launch::gemm_xwt(N, M, K, s + o_cx, s, y, epi);
   cuda::copy_to_host(&aux.s, s + o_par, sizeof(float));
+  audit::bitlinear_fwd(N, K, M, x, w, aux.s, y);
 }
 
 // STE backward: dx = dy·Ŵ, dW = dyᵀ·x̂ (canonical GEMM chains).
