@@ -1,5 +1,6 @@
 // make_model: the device switch, and make_cuda_model's stand-in in a build
-// without the CUDA backend (the real one is backend/cuda/cuda_model.cpp).
+// without the CUDA backend (the real one is backend/cuda/cuda_model.cpp);
+// check_batch, shared by every Model.
 #include <memory>
 #include <stdexcept>
 #include <string>

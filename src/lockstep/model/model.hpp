@@ -95,6 +95,25 @@ class Model {
   virtual float optimizer_step(float /*grad_scale*/, float /*max_norm*/, const train::AdamWScalars&) {
     throw std::logic_error("optimizer_step: this model does not own its optimizer");
   }
+
+  // The trainer's whole step, for a model that owns its optimizer: `accum`
+  // micro-batches of [batch, seq] (inputs and targets hold accum·batch·seq
+  // tokens, micro-batch after micro-batch), each's gradient accumulated; the
+  // loss is the float sum of the micro-batch means in order (from +0), divided
+  // by accum when accum > 1; then what optimizer_step(1/accum, max_norm, s)
+  // does — unless the loss is not finite: then nothing is updated and the loss is
+  // returned for the caller to refuse the step. The result is that of
+  // forward_backward per micro-batch then optimizer_step, bit for bit; a
+  // device model runs it without waiting for the device until the step's end.
+  struct StepStats {
+    float loss = 0.0f;
+    float norm = 0.0f;  // NaN when no update was tried (non-finite loss)
+  };
+  virtual StepStats train_step(std::span<const std::int32_t> /*inputs*/, std::span<const std::int32_t> /*targets*/,
+                               std::int64_t /*batch*/, std::int64_t /*seq*/, std::int64_t /*accum*/,
+                               float /*max_norm*/, const train::AdamWScalars&, int /*threads*/) {
+    throw std::logic_error("train_step: this model does not own its optimizer");
+  }
 };
 
 // Throws std::invalid_argument unless batch, seq > 0 and inputs and targets

@@ -85,8 +85,9 @@ using Trace = std::vector<std::string>;
 //   K::Aux         what a forward keeps for its backward (default model::Aux);
 //   stage_indices  copies the batch's token ids and targets where the kernels
 //                  read them (default: the caller's host pointers);
-//   loss_sum, fill, copy_to_host   the engine's glue on that storage (default:
-//                  the canonical sum, std::fill and a copy on the host).
+//   loss_mean, fill, copy_to_host   the engine's glue on that storage
+//                  (default: the canonical sum divided by the count of rows
+//                  with a target, std::fill and a copy on the host).
 template <class K, class T>
 struct BufferOf {
   using type = std::vector<T>;
@@ -149,12 +150,11 @@ class Engine {
     // The mean over the rows with a target (counted on the host's copy).
     std::size_t n_valid = 0;
     for (std::size_t n = 0; n < N_; ++n) n_valid += targets[n] >= 0;
-    T sum;
-    if constexpr (requires { k_.loss_sum(s_.loss.data(), N_); })
-      sum = k_.loss_sum(s_.loss.data(), N_);
+    T loss;
+    if constexpr (requires { k_.loss_mean(s_.loss.data(), N_, n_valid); })
+      loss = k_.loss_mean(s_.loss.data(), N_, n_valid);
     else
-      sum = ops::Math<T>::sum(s_.loss.data(), N_);
-    const T loss = n_valid == 0 ? T(0) : sum / static_cast<T>(n_valid);
+      loss = n_valid == 0 ? T(0) : ops::Math<T>::sum(s_.loss.data(), N_) / static_cast<T>(n_valid);
     if (!backward) return loss;
     const T dl = n_valid == 0 ? T(0) : T(1) / static_cast<T>(n_valid);
     if constexpr (requires { k_.fill(s_.dloss.data(), N_, dl); })

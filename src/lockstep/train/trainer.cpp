@@ -85,6 +85,21 @@ StepResult Trainer::step() {
   const float lr = learning_rate(adamw_, sched_, s);
   const data::Batch b = data::sample_batch(train_, data_seed_, static_cast<std::uint64_t>(s), B * A, T);
 
+  const auto refuse_loss = [&](float loss) {
+    if (!std::isfinite(loss))
+      throw std::runtime_error(fmt::format("step {}: the training loss is {}: the step is refused (lower --lr?)",
+                                           s + 1, loss));
+  };
+  if (model_->owns_optimizer()) {
+    // The model runs the whole step where its parameters live (the same
+    // sequence as below: model.hpp, train_step).
+    const auto r = model_->train_step(b.inputs, b.targets, B, T, A, static_cast<float>(cfg_.grad_clip),
+                                      adamw_scalars(adamw_, lr, s + 1), threads_);
+    refuse_loss(r.loss);
+    opt_.step = s + 1;
+    return {s + 1, r.loss, lr, r.norm, static_cast<std::uint64_t>(B * A * T)};
+  }
+
   float loss_sum = 0.0f;
   const auto micro = static_cast<std::size_t>(B * T);
   for (std::int64_t a = 0; a < A; ++a) {
@@ -93,16 +108,8 @@ StepResult Trainer::step() {
                                          std::span(b.targets.data() + off, micro), B, T, a > 0, threads_);
   }
   const float loss = A > 1 ? loss_sum / static_cast<float>(A) : loss_sum;
-  if (!std::isfinite(loss))
-    throw std::runtime_error(fmt::format("step {}: the training loss is {}: the step is refused (lower --lr?)",
-                                         s + 1, loss));
+  refuse_loss(loss);
 
-  if (model_->owns_optimizer()) {
-    const float norm = model_->optimizer_step(A > 1 ? 1.0f / static_cast<float>(A) : 1.0f,
-                                              static_cast<float>(cfg_.grad_clip), adamw_scalars(adamw_, lr, s + 1));
-    opt_.step = s + 1;
-    return {s + 1, loss, lr, norm, static_cast<std::uint64_t>(B * A * T)};
-  }
   auto& ps = model_->params();
   std::vector<ParamSlot> slots;
   slots.reserve(ps.size());

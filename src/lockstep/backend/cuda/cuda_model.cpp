@@ -1,11 +1,14 @@
 // make_cuda_model: the float engine (model/transformer.hpp) over the CUDA
-// kernel set. The trainer's view (Model::params(): host values and gradients,
-// updated by AdamW on the host, saved by the checkpoints) is mirrored on the
-// device: every pass uploads the values (and, when accumulating, the
-// gradients) and downloads the gradients it produced. The engine, its glue and
-// its order of kernel calls are the CPU model's; every kernel is gated against
-// the CPU's at start-up; so the loss and the gradients are the CPU model's bits.
+// kernel set. The parameters, their gradients and the AdamW moments live on the
+// device; the trainer's view (Model::params(), read by checkpoints, generation
+// and tests) is synced lazily in either direction. The engine, its glue and its
+// order of kernel calls are the CPU model's; every kernel is gated against the
+// CPU's at start-up; so the loss and the gradients are the CPU model's bits,
+// and the optimizer kernels (optim_launch.hpp) are the host loop's expressions.
+// A training step (train_step) waits for the device once, at its end.
 #include <algorithm>
+#include <array>
+#include <limits>
 #include <cmath>
 #include <memory>
 #include <mutex>
@@ -27,6 +30,8 @@
 
 namespace lockstep::model {
 namespace {
+
+namespace launch = cuda::launch;
 
 // A parameter whose value and gradient live on the device.
 struct DeviceParam {
@@ -75,6 +80,7 @@ class CudaModel final : public Model {
         m_[i].assign(params_[i].value.size(), 0.0f);
         v_[i].assign(params_[i].value.size(), 0.0f);
       }
+    build_table();
   }
 
   const ModelConfig& config() const override { return cfg_; }
@@ -104,21 +110,58 @@ class CudaModel final : public Model {
                          std::int64_t batch, std::int64_t seq, bool accumulate, int) override {
     check_batch(inputs, targets, batch, seq);
     sync_device_values();
-    if (accumulate && !device_grads_) {
-      for (std::size_t i = 0; i < params_.size(); ++i)
-        if (params_[i].trainable) dparams_[i].grad.upload(params_[i].grad);
-    } else if (accumulate && clip_pending_ < 1.0f) {
-      // The last optimizer step's clip, applied in place as the host loop does.
-      for (std::size_t i = 0; i < params_.size(); ++i)
-        if (params_[i].trainable) cuda::launch::scale(dparams_[i].grad.data(), dparams_[i].grad.size(), clip_pending_);
-    }
-    clip_pending_ = 1.0f;
+    if (accumulate && !device_grads_) upload_grads();
     const float loss = engine_.run(inputs.data(), targets.data(), static_cast<std::size_t>(batch),
                                    static_cast<std::size_t>(seq), true, accumulate);
     cuda::synchronize("training step");
     device_grads_ = true;
     host_grads_ = false;
     return loss;
+  }
+
+  // The trainer's step with one wait for the device, at its end: the batch
+  // goes over in one asynchronous copy, each micro-batch's mean loss stays on
+  // the device, and the clip and the decision to update (finite loss and
+  // norm) are made there (optim_launch.hpp); then the control block is read.
+  StepStats train_step(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets,
+                       std::int64_t batch, std::int64_t seq, std::int64_t accum, float max_norm,
+                       const train::AdamWScalars& s, int) override {
+    if (accum < 1) throw std::invalid_argument(fmt::format("train_step: accum must be >= 1, got {}", accum));
+    const auto micro = static_cast<std::size_t>(batch * seq);
+    const auto A = static_cast<std::size_t>(accum);
+    check_batch(inputs.subspan(0, std::min(inputs.size(), micro)),
+                targets.subspan(0, std::min(targets.size(), micro)), batch, seq);
+    if (inputs.size() != micro * A || targets.size() != inputs.size())
+      throw std::invalid_argument(fmt::format("train_step: inputs ({}) and targets ({}) must hold accum*batch*seq = {} tokens",
+                                              inputs.size(), targets.size(), micro * A));
+    sync_device_values();
+    losses_.resize(A);
+    kernels_.stage_step(inputs.data(), targets.data(), inputs.size());
+    try {
+      for (std::size_t a = 0; a < A; ++a) {
+        kernels_.defer_loss_to = losses_.data() + a;
+        engine_.run(inputs.data() + a * micro, targets.data() + a * micro, static_cast<std::size_t>(batch),
+                    static_cast<std::size_t>(seq), true, a > 0);
+      }
+    } catch (...) {
+      kernels_.defer_loss_to = nullptr;
+      kernels_.end_stage_step();
+      throw;
+    }
+    kernels_.defer_loss_to = nullptr;
+    kernels_.end_stage_step();
+    device_grads_ = true;
+    host_grads_ = false;
+    const auto c = update(A > 1 ? 1.0f / static_cast<float>(A) : 1.0f, max_norm, s, losses_.data(), A);
+    StepStats r{c[launch::kLoss], c[launch::kNorm]};
+    if (c[launch::kUpdate] == 0.0f) {
+      if (!std::isfinite(r.loss)) {
+        r.norm = std::numeric_limits<float>::quiet_NaN();
+        return r;  // the trainer refuses the step, naming the loss
+      }
+      refuse_non_finite_norm(r.norm);
+    }
+    return r;
   }
 
   float loss(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets, std::int64_t batch,
@@ -172,51 +215,72 @@ class CudaModel final : public Model {
 
   float optimizer_step(float grad_scale, float max_norm, const train::AdamWScalars& s) override {
     sync_device_values();
-    if (!device_grads_)
-      for (std::size_t i = 0; i < params_.size(); ++i)
-        if (params_[i].trainable) dparams_[i].grad.upload(params_[i].grad);
-    // The trainer's host loop (trainer.cpp, optim.cpp), step for step.
-    std::vector<std::size_t> slots;
-    for (std::size_t i = 0; i < params_.size(); ++i)
-      if (params_[i].trainable) slots.push_back(i);
-    if (grad_scale != 1.0f)
-      for (std::size_t i : slots) cuda::launch::scale(dparams_[i].grad.data(), dparams_[i].grad.size(), grad_scale);
-    norms_.resize(slots.size());
-    for (std::size_t k = 0; k < slots.size(); ++k) {
-      const auto& g = dparams_[slots[k]].grad;
-      partials_.resize(std::max<std::size_t>(1, (g.size() + 4095) / 4096));
-      cuda::launch::sumsq(g.data(), g.size(), partials_.data(), norms_.data() + k);
-    }
-    std::vector<float> per_tensor = norms_.download();
-    const float norm = std::sqrt(num::reduce::sum(per_tensor.data(), per_tensor.size()));
-    if (!std::isfinite(norm)) {
-      // Name the tensor as clip_grad_norm does (the host copy of the gradients).
-      for (std::size_t k = 0; k < slots.size(); ++k)
-        if (!std::isfinite(per_tensor[k])) {
-          const auto g = dparams_[slots[k]].grad.download();
-          for (float x : g)
-            if (!std::isfinite(x))
-              throw std::runtime_error(fmt::format("non-finite gradient ({}) in '{}': the step is refused", x,
-                                                   params_[slots[k]].name));
-        }
-      throw std::runtime_error(fmt::format("gradient norm overflowed to {}: the step is refused", norm));
-    }
-    float clip = 1.0f;
-    if (max_norm > 0.0f) clip = max_norm / (norm + 1e-6f);
-    for (std::size_t i : slots)
-      cuda::launch::adamw(dparams_[i].value.data(), dparams_[i].grad.data(), m_[i].data(), v_[i].data(),
-                          dparams_[i].value.size(), clip, s, params_[i].decay);
-    cuda::synchronize("optimizer step");
-    // The device now holds the new values; the gradients there were scaled in
-    // place (as the host loop does), the clip applied on the fly (the host
-    // loop scales them in place too: the host copy, if read, gets that too).
-    host_values_ = false;
-    host_grads_ = false;
-    clip_pending_ = clip < 1.0f ? clip : 1.0f;
-    return norm;
+    if (!device_grads_) upload_grads();
+    const auto c = update(grad_scale, max_norm, s, nullptr, 0);
+    if (c[launch::kUpdate] == 0.0f) refuse_non_finite_norm(c[launch::kNorm]);
+    return c[launch::kNorm];
   }
 
  private:
+  // The trainer's host loop (trainer.cpp, optim.cpp) on the device, step for
+  // step: grads *= grad_scale, per-tensor sums of squares, their canonical
+  // sum, sqrt, the clip scale, AdamW with the clip applied in place — all
+  // skipped by the kernels themselves when the loss or the norm is not
+  // finite. Then the control block is read back: the one wait of a step.
+  std::array<float, launch::kControlSize> update(float grad_scale, float max_norm, const train::AdamWScalars& s,
+                                                 const float* losses, std::size_t accum) {
+    if (grad_scale != 1.0f) launch::scale_all(table_.data(), table_count_, max_n_, grad_scale);
+    launch::grad_norms(table_.data(), table_count_, total_chunks_, partials_.data(), norms_.data());
+    launch::step_control(norms_.data(), table_count_, losses, accum, max_norm, control_.data());
+    launch::adamw_all(table_.data(), table_count_, max_n_, control_.data(), s);
+    std::array<float, launch::kControlSize> c{};
+    control_.download(c.data());  // waits for the whole step
+    host_values_ = host_grads_ = false;
+    return c;
+  }
+
+  // No update was made and the norm is not finite: name the tensor as
+  // train::clip_grad_norm does (the first non-finite gradient in slot order).
+  [[noreturn]] void refuse_non_finite_norm(float norm) {
+    const std::vector<float> per_tensor = norms_.download();
+    for (std::size_t k = 0; k < per_tensor.size(); ++k)
+      if (!std::isfinite(per_tensor[k])) {
+        const std::size_t i = slots_[k];
+        for (float x : dparams_[i].grad.download())
+          if (!std::isfinite(x))
+            throw std::runtime_error(fmt::format("non-finite gradient ({}) in '{}': the step is refused", x,
+                                                 params_[i].name));
+      }
+    throw std::runtime_error(fmt::format("gradient norm overflowed to {}: the step is refused", norm));
+  }
+
+  // The optimizer kernels' table of trainable tensors (device pointers never
+  // move: the buffers are sized once, here).
+  void build_table() {
+    std::vector<launch::TensorSlot> t;
+    std::size_t chunk = 0;
+    for (std::size_t i = 0; i < params_.size(); ++i) {
+      if (!params_[i].trainable) continue;
+      slots_.push_back(i);
+      const std::size_t n = dparams_[i].value.size();
+      t.push_back({dparams_[i].value.data(), dparams_[i].grad.data(), m_[i].data(), v_[i].data(), n, chunk,
+                   params_[i].decay ? 1 : 0});
+      chunk += launch::chunks_of(n);
+      max_n_ = std::max(max_n_, n);
+    }
+    table_count_ = t.size();
+    total_chunks_ = chunk;
+    table_.upload(t);
+    partials_.resize(std::max<std::size_t>(1, total_chunks_));
+    norms_.resize(std::max<std::size_t>(1, table_count_));
+    control_.resize(launch::kControlSize);
+  }
+
+  void upload_grads() {
+    for (std::size_t i = 0; i < params_.size(); ++i)
+      if (params_[i].trainable) dparams_[i].grad.upload(params_[i].grad);
+  }
+
   void sync_device_values() {
     if (device_values_) return;
     for (std::size_t i = 0; i < params_.size(); ++i) dparams_[i].value.upload(params_[i].value);
@@ -229,12 +293,7 @@ class CudaModel final : public Model {
     }
     if (!host_grads_) {
       for (std::size_t i = 0; i < params_.size(); ++i)
-        if (params_[i].trainable) {
-          dparams_[i].grad.download(params_[i].grad.data());
-          if (clip_pending_ < 1.0f)
-            for (float& g : params_[i].grad) g *= clip_pending_;
-        }
-      clip_pending_ = 1.0f;
+        if (params_[i].trainable) dparams_[i].grad.download(params_[i].grad.data());
       host_grads_ = true;
     }
   }
@@ -245,13 +304,17 @@ class CudaModel final : public Model {
   mutable std::vector<Param> params_;  // the host view (synced lazily from the device)
   std::vector<DeviceParam> dparams_;
   std::vector<cuda::DeviceBuffer<float>> m_, v_;  // AdamW moments (empty for frozen parameters)
-  cuda::DeviceBuffer<float> norms_, partials_;
+  // The optimizer's device state: the tensor table, the per-tensor sums of
+  // squares and their chunk partials, the control block, the micro-batch losses.
+  cuda::DeviceBuffer<launch::TensorSlot> table_;
+  std::vector<std::size_t> slots_;  // table row -> parameter index
+  std::size_t table_count_ = 0, total_chunks_ = 0, max_n_ = 0;
+  cuda::DeviceBuffer<float> norms_, partials_, control_, losses_;
   cuda::OpKernels kernels_;
   Engine<float, cuda::OpKernels, DeviceParam> engine_;
   // Where the newest values and gradients are.
   mutable bool host_values_ = true, host_grads_ = true;
   bool device_values_ = false, device_grads_ = false;
-  mutable float clip_pending_ = 1.0f;
 };
 
 }  // namespace

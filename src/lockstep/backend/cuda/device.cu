@@ -22,6 +22,7 @@ std::mutex g_mutex;
 std::unordered_map<void*, std::size_t> g_sizes;
 std::size_t g_bytes = 0, g_allocs = 0;
 std::optional<std::uint32_t> g_poison;
+std::atomic<std::size_t> g_host_waits{0};
 
 __global__ void fill_words_kernel(std::uint32_t* p, std::uint32_t pattern, std::size_t n) {
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
@@ -86,17 +87,36 @@ void device_free(void* p) noexcept {
 }
 
 void copy_to_device(void* dst, const void* src, std::size_t bytes) {
-  if (bytes) check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "copy to device");
+  if (!bytes) return;
+  g_host_waits.fetch_add(1, std::memory_order_relaxed);
+  check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "copy to device");
 }
 void copy_to_host(void* dst, const void* src, std::size_t bytes) {
-  if (bytes) check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "copy to host");
+  if (!bytes) return;
+  g_host_waits.fetch_add(1, std::memory_order_relaxed);
+  check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "copy to host");
 }
 void copy_on_device(void* dst, const void* src, std::size_t bytes) {
-  if (bytes) check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice), "copy on device");
+  if (bytes) check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, 0), "copy on device");
 }
+void copy_to_device_async(void* dst, const void* src, std::size_t bytes) {
+  if (bytes) check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, 0), "asynchronous copy to device");
+}
+
+void* pinned_alloc(std::size_t bytes) {
+  void* p = nullptr;
+  check(cudaHostAlloc(&p, bytes, cudaHostAllocDefault), "cudaHostAlloc of " + std::to_string(bytes) + " bytes");
+  return p;
+}
+void pinned_free(void* p) noexcept {
+  if (p) cudaFreeHost(p);
+}
+
+std::size_t host_waits() { return g_host_waits.load(std::memory_order_relaxed); }
 
 void copy_rows_to_host(float* dst, const float* src, std::size_t rows, std::size_t row_elems, std::size_t stride) {
   if (rows == 0 || row_elems == 0) return;
+  g_host_waits.fetch_add(1, std::memory_order_relaxed);
   check(cudaMemcpy2D(dst, row_elems * sizeof(float), src, stride * sizeof(float), row_elems * sizeof(float), rows,
                      cudaMemcpyDeviceToHost),
         "strided copy to host");
@@ -109,7 +129,10 @@ void fill_words(void* p, std::uint32_t pattern, std::size_t words) {
   check_launch("fill_words");
 }
 
-void synchronize(const char* what) { check(cudaDeviceSynchronize(), what); }
+void synchronize(const char* what) {
+  g_host_waits.fetch_add(1, std::memory_order_relaxed);
+  check(cudaDeviceSynchronize(), what);
+}
 
 void check_launch(const char* kernel) { check(cudaGetLastError(), std::string("launch of ") + kernel); }
 

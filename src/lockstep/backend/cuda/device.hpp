@@ -25,7 +25,11 @@ void* device_alloc(std::size_t bytes);  // throws std::runtime_error naming the 
 void device_free(void* p) noexcept;
 void copy_to_device(void* dst, const void* src, std::size_t bytes);
 void copy_to_host(void* dst, const void* src, std::size_t bytes);
-void copy_on_device(void* dst, const void* src, std::size_t bytes);
+void copy_on_device(void* dst, const void* src, std::size_t bytes);  // in stream order: no host wait
+// An asynchronous copy from page-locked host memory (PinnedBuffer), in stream
+// order: the host goes on at once and must not touch `src` until the device is
+// next waited for.
+void copy_to_device_async(void* dst, const void* src, std::size_t bytes);
 // `rows` rows of `row_elems` floats, row r starting at src + r·stride, into
 // dst densely (stride 1 with row_elems 1 gathers a strided column).
 void copy_rows_to_host(float* dst, const float* src, std::size_t rows, std::size_t row_elems, std::size_t stride);
@@ -36,6 +40,40 @@ void fill_words(void* p, std::uint32_t pattern, std::size_t words);
 void synchronize(const char* what = "synchronize");
 // Throws if the last launch failed to start (bad configuration); `kernel` names it.
 void check_launch(const char* kernel);
+
+// How many times the host has waited for the device so far: every
+// synchronize, every copy to the host, every copy to the device from pageable
+// memory (cudaMemcpy returns only when the device has the data). Tests use it
+// to show that a training step waits once, at its end (DESIGN: no host
+// synchronization inside a step except the audits').
+std::size_t host_waits();
+
+// Page-locked host memory (cudaHostAlloc), growing only, for copies that must
+// not make the host wait (copy_to_device_async).
+void* pinned_alloc(std::size_t bytes);
+void pinned_free(void* p) noexcept;
+template <class T>
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  ~PinnedBuffer() { pinned_free(p_); }
+  void resize(std::size_t n) {
+    if (n > cap_) {
+      pinned_free(p_);
+      p_ = nullptr;
+      cap_ = 0;
+      p_ = static_cast<T*>(pinned_alloc(n * sizeof(T)));
+      cap_ = n;
+    }
+  }
+  T* data() { return p_; }
+
+ private:
+  T* p_ = nullptr;
+  std::size_t cap_ = 0;
+};
 
 // Poison mode: every allocation and every growth is filled with `pattern`
 // (e.g. 0x7F000000 = 1.7e38, or a NaN pattern); nullopt: off (the default).

@@ -12,8 +12,9 @@
 //   ops_pointwise.cpp  embedding, positions, norms, activations, residual, RoPE,
 //                      cross-entropy, add_into                  (pointwise.cu, norm.cu, loss.cu)
 //   ops_attention.cpp  causal attention, forward and backward   (attention.cu)
-// All kernels run on one stream, in call order; nothing here synchronizes with
-// the host except loss_sum and copy_to_host (the step's one read-back).
+// All kernels run on one stream, in call order; nothing here makes the host
+// wait for the device except loss_mean (unless its result is deferred to a
+// device slot), copy_to_host, staging without stage_step, and the live audits.
 #pragma once
 
 #include <cstddef>
@@ -25,9 +26,11 @@
 namespace lockstep::cuda {
 
 // What a forward keeps for its backward, on the device (model::Aux's twin).
+// The weight scale stays on the device (reading it would make the host wait);
+// scale() reads it back for the gates and the audits.
 struct Aux {
-  DeviceBuffer<float> a, b;
-  float s = 0.0f;
+  DeviceBuffer<float> a, b, s;
+  float scale() const { return s.empty() ? 0.0f : s.download()[0]; }
 };
 
 class OpKernels {
@@ -44,9 +47,20 @@ class OpKernels {
   // --- the engine's glue (transformer.hpp's device hooks) --------------------
   // Copies n host indices to the device (slot 0: inputs, 1: targets) and
   // returns the device pointer, valid until the next call with the same slot.
+  // Inside a stage_step window, indices that lie in the staged host arrays
+  // are already on the device: their device twin is returned, nothing waits.
   const Index* stage_indices(const Index* host, std::size_t n, int slot);
-  // The canonical sum (num/reduce.hpp) of n device floats, returned to the host.
-  float loss_sum(const float* x, std::size_t n);
+  // A training step's whole batch (n inputs and n targets) to the device in
+  // one asynchronous copy through page-locked memory. The window lasts until
+  // end_stage_step(); the caller keeps the host arrays unchanged meanwhile.
+  void stage_step(const Index* inputs, const Index* targets, std::size_t n);
+  void end_stage_step() { staged_n_ = 0; }
+  // The engine's mean loss: the canonical sum (num/reduce.hpp) of n device
+  // floats divided by n_valid (0 when n_valid is 0), computed on the device.
+  // With defer_loss_to set, the mean is written there (a device float) and 0
+  // is returned without waiting; otherwise it is read back.
+  float loss_mean(const float* x, std::size_t n, std::size_t n_valid);
+  float* defer_loss_to = nullptr;
   void fill(float* x, std::size_t n, float value);
   void copy_to_host(float* host, const float* device, std::size_t n);
 
@@ -93,7 +107,14 @@ class OpKernels {
 
  private:
   DeviceBuffer<Index> staged_[2];
-  DeviceBuffer<float> scratch_;  // loss_sum's partials and any kernel family's temporaries
+  // stage_step's window: the host arrays, their device copy (inputs then
+  // targets) and the page-locked bounce buffer.
+  const Index* staged_inputs_ = nullptr;
+  const Index* staged_targets_ = nullptr;
+  std::size_t staged_n_ = 0;
+  DeviceBuffer<Index> staged_step_;
+  PinnedBuffer<Index> pinned_;
+  DeviceBuffer<float> scratch_;  // loss_mean's result and any kernel family's temporaries
   // Kernel families may keep device state here (e.g. RoPE's cos/sin table).
   DeviceBuffer<float> rope_table_;
   ops::Rope::Config rope_key_{};

@@ -36,8 +36,8 @@ void OpKernels::linear_bwd(const ops::Linear::Config& c, const float* x, const f
 // BitLinear: the quantizers on the device, the integer-code product by the
 // float GEMM (exact: partial sums are integers below 2^24), the epilogue
 // (acc * step_n) * scale fused into its store. aux keeps x̂ (a), Ŵ (b) and
-// the weight scale (s), as the CPU kernels do; reading s back is this
-// method's one wait for the device.
+// the weight scale (s, on the device: only the audit reads it back), as the
+// CPU kernels do.
 void OpKernels::bitlinear_fwd(const ops::QuantLinearConfig& c, const float* x, const float* w, float* y, Aux& aux) {
   ops::BitLinear::validate(c);
   const std::size_t N = c.rows, K = c.in, M = c.out, nw = M * K;
@@ -54,8 +54,9 @@ void OpKernels::bitlinear_fwd(const ops::QuantLinearConfig& c, const float* x, c
   epi.row_scale = s + o_step;
   epi.scale = s + o_par;
   launch::gemm_xwt(N, M, K, s + o_cx, s, y, epi);
-  cuda::copy_to_host(&aux.s, s + o_par, sizeof(float));
-  audit::bitlinear_fwd(N, K, M, x, w, aux.s, y);
+  aux.s.resize(1);
+  cuda::copy_on_device(aux.s.data(), s + o_par, sizeof(float));
+  if (audit::options().enabled) audit::bitlinear_fwd(N, K, M, x, w, aux.scale(), y);
 }
 
 // STE backward: dx = dy·Ŵ, dW = dyᵀ·x̂ (canonical GEMM chains).

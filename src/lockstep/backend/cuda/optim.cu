@@ -1,10 +1,12 @@
-// The optimizer step on the device (optim_launch.hpp). The chunk partials are
-// the header's own chunk function (num/reduce.hpp), one thread per chunk; the
-// partials are then summed by the header's single-row sum on one thread,
-// which is the canonical recursion over chunk partials (see sum_like and
-// sum_of: both levels cut into 4096-chunks and fold them with the same tree).
+// The optimizer step on the device (optim_launch.hpp). The reductions are
+// canonical_warp.cuh's warp forms of num/reduce.hpp (the CPU's chunked lane
+// tree, lane for lane); the update is train::adamw_element itself.
 #include "lockstep/backend/cuda/optim_launch.hpp"
 
+#include <algorithm>
+#include <stdexcept>
+
+#include "lockstep/backend/cuda/canonical_warp.cuh"
 #include "lockstep/backend/cuda/device.hpp"
 #include "lockstep/num/reduce.hpp"
 #include "lockstep/train/optim.hpp"
@@ -14,62 +16,102 @@ namespace {
 
 namespace rd = num::reduce;
 
-__global__ void scale_kernel(float* x, std::size_t n, float s) {
-  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+// blockIdx.y: the tensor; x: a grid-stride loop over its elements.
+__global__ void scale_all_kernel(const TensorSlot* table, float s) {
+  const TensorSlot t = table[blockIdx.y];
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < t.n;
        i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
-    x[i] = __fmul_rn(x[i], s);
+    t.grad[i] = __fmul_rn(t.grad[i], s);
 }
 
-__global__ void sumsq_chunks_kernel(const float* x, std::size_t n, float* partials) {
-  const std::size_t k = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  const std::size_t chunks = (n + rd::kChunk - 1) / rd::kChunk;
-  if (k >= chunks) return;
-  const float* base = x + k * rd::kChunk;
-  partials[k] = rd::detail::chunk(rd::detail::chunk_len(n, k),
-                                  [base](float acc, std::size_t i) { return num::fma_rn(base[i], base[i], acc); });
+// One warp per chunk of all tensors' chunks; the tensor found by bisection.
+__global__ void sumsq_chunks_kernel(const TensorSlot* table, std::size_t count, std::size_t total_chunks,
+                                    float* partials) {
+  const std::size_t g = (blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x) / 32;
+  if (g >= total_chunks) return;  // whole warps leave together (blockDim is a multiple of 32)
+  std::size_t lo = 0, hi = count;  // the last tensor with first_chunk <= g
+  while (hi - lo > 1) {
+    const std::size_t mid = (lo + hi) / 2;
+    if (table[mid].first_chunk <= g) lo = mid;
+    else hi = mid;
+  }
+  const TensorSlot t = table[lo];
+  const std::size_t base = (g - t.first_chunk) * rd::kChunk;  // <= t.n (an empty tensor is one empty chunk)
+  const std::size_t len = t.n - base < rd::kChunk ? t.n - base : rd::kChunk;
+  const float* x = t.grad;
+  const float p = detail::warp_chunk(base, len, [x](float acc, std::size_t i) { return __fmaf_rn(x[i], x[i], acc); });
+  if ((threadIdx.x & 31u) == 0) partials[g] = p;
 }
 
-__global__ void sum_partials_kernel(const float* partials, std::size_t m, float* out) {
-  if (blockIdx.x == 0 && threadIdx.x == 0) *out = rd::sum(partials, m);
+// One warp per tensor: its chunk partials summed (sum_like's upper levels).
+__global__ void sum_partials_kernel(const TensorSlot* table, std::size_t count, const float* partials, float* norms) {
+  const std::size_t w = (blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x) / 32;
+  if (w >= count) return;
+  const TensorSlot t = table[w];
+  const float* p = partials + t.first_chunk;
+  const float s = detail::warp_sum_like(chunks_of(t.n), [p](float acc, std::size_t i) { return __fadd_rn(acc, p[i]); });
+  if ((threadIdx.x & 31u) == 0) norms[w] = s;
 }
 
-__global__ void adamw_kernel(float* p, const float* g, float* m, float* v, std::size_t n, float clip,
-                             train::AdamWScalars s, bool decay) {
-  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+__global__ void step_control_kernel(const float* norms, std::size_t count, const float* losses, std::size_t accum,
+                                    float max_norm, float* control) {
+  const float total = detail::warp_sum_like(count, [norms](float acc, std::size_t i) { return __fadd_rn(acc, norms[i]); });
+  if (threadIdx.x != 0) return;
+  float loss = 0.0f;
+  for (std::size_t a = 0; a < accum; ++a) loss = __fadd_rn(loss, losses[a]);
+  if (accum > 1) loss = __fdiv_rn(loss, static_cast<float>(accum));
+  const float norm = __fsqrt_rn(total);
+  const float clip = max_norm > 0.0f ? __fdiv_rn(max_norm, __fadd_rn(norm, 1e-6f)) : 1.0f;
+  control[kLoss] = loss;
+  control[kNorm] = norm;
+  control[kClip] = clip;
+  control[kUpdate] = isfinite(loss) && isfinite(norm) ? 1.0f : 0.0f;
+}
+
+__global__ void adamw_all_kernel(const TensorSlot* table, const float* control, train::AdamWScalars s) {
+  if (control[kUpdate] == 0.0f) return;
+  const float clip = control[kClip];
+  const TensorSlot t = table[blockIdx.y];
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < t.n;
        i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
-    const float gi = clip < 1.0f ? __fmul_rn(g[i], clip) : g[i];
-    train::adamw_element(p[i], gi, m[i], v[i], s, decay);
+    float g = t.grad[i];
+    if (clip < 1.0f) t.grad[i] = g = __fmul_rn(g, clip);
+    train::adamw_element(t.value[i], g, t.m[i], t.v[i], s, t.decay != 0);
   }
 }
 
-unsigned blocks_for(std::size_t n) {
-  const std::size_t b = (n + 255) / 256;
-  return static_cast<unsigned>(b < 65535 * 16 ? (b > 0 ? b : 1) : 65535 * 16);
+dim3 per_tensor_grid(std::size_t count, std::size_t max_n) {
+  if (count > 65535) throw std::invalid_argument("optimizer: more than 65535 parameter tensors");
+  return dim3(detail::blocks_for(max_n, 256, 2048), static_cast<unsigned>(count));
 }
 
 }  // namespace
 
-void scale(float* x, std::size_t n, float s) {
-  if (n == 0) return;
-  scale_kernel<<<blocks_for(n), 256>>>(x, n, s);
-  check_launch("scale");
+void scale_all(const TensorSlot* table, std::size_t count, std::size_t max_n, float s) {
+  if (count == 0 || max_n == 0) return;
+  scale_all_kernel<<<per_tensor_grid(count, max_n), 256>>>(table, s);
+  check_launch("scale_all");
 }
 
-void sumsq(const float* x, std::size_t n, float* partials, float* out) {
-  // n <= 4096 is one chunk: the sum of its single partial is the partial
-  // itself (+0 + p = p for p >= +0), NaN canonicalized, as sumsq does.
-  const std::size_t chunks = n == 0 ? 1 : (n + rd::kChunk - 1) / rd::kChunk;
-  sumsq_chunks_kernel<<<static_cast<unsigned>((chunks + 127) / 128), 128>>>(x, n, partials);
-  check_launch("sumsq chunks");
-  sum_partials_kernel<<<1, 1>>>(partials, chunks, out);
-  check_launch("sumsq partials");
+void grad_norms(const TensorSlot* table, std::size_t count, std::size_t total_chunks, float* partials, float* norms) {
+  if (count == 0) return;
+  sumsq_chunks_kernel<<<static_cast<unsigned>((total_chunks + 7) / 8), 256>>>(table, count, total_chunks, partials);
+  check_launch("grad_norms chunks");
+  sum_partials_kernel<<<static_cast<unsigned>((count + 7) / 8), 256>>>(table, count, partials, norms);
+  check_launch("grad_norms partials");
 }
 
-void adamw(float* p, const float* g, float* m, float* v, std::size_t n, float clip, const train::AdamWScalars& s,
-           bool decay) {
-  if (n == 0) return;
-  adamw_kernel<<<blocks_for(n), 256>>>(p, g, m, v, n, clip, s, decay);
-  check_launch("adamw");
+void step_control(const float* norms, std::size_t count, const float* losses, std::size_t accum, float max_norm,
+                  float* control) {
+  step_control_kernel<<<1, 32>>>(norms, count, losses, accum, max_norm, control);
+  check_launch("step_control");
+}
+
+void adamw_all(const TensorSlot* table, std::size_t count, std::size_t max_n, const float* control,
+               const train::AdamWScalars& s) {
+  if (count == 0 || max_n == 0) return;
+  adamw_all_kernel<<<per_tensor_grid(count, max_n), 256>>>(table, control, s);
+  check_launch("adamw_all");
 }
 
 }  // namespace lockstep::cuda::launch
