@@ -22,8 +22,11 @@
 // scalar loads arranged for coalescing.
 //
 // Mutants (mutant.hpp, the gates' teeth): when cuda::mutant() names a gemm
-// bug, the launcher runs that variant instead (one well-predicted branch per
-// launch otherwise).
+// bug, the launcher plants it where the clean product would run: in the tiled
+// kernel the rule picked (gemm_tiled_mutant.cu, a separate instantiation), or
+// in this file's 128×128 kernel with scalar loads for tiles 1 and 2 (one
+// well-predicted branch per launch otherwise; the clean kernels carry no
+// mutant code).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -40,7 +43,11 @@ namespace {
 
 constexpr int kThreads = 256;
 
-enum Mut : int { kClean = 0, kAssign, kNoGuard, kSkipLast, kNoBarrier };
+using detail::kAssign;
+using detail::kClean;
+using detail::kNoBarrier;
+using detail::kNoGuard;
+using detail::kSkipLast;
 
 // Tile configurations. S = 2: a 128×128 block tile walked in k steps of 8,
 // 8×8 cells per thread (the large-output shape). S = 1: 64×64 walked in k steps
@@ -320,34 +327,63 @@ void dispatch_clean(int I, int J, int K, const float* A, std::size_t lda, const 
   return launch_one<S, AKC, BKC, false, false, kClean>(I, J, K, A, lda, B, ldb, C, ldc, epi);
 }
 
+long g_tile_launches[kGemmTiles + 1] = {};
+
+// The gemm bug a mutant names (detail::Mut), kClean for none or another
+// family's.
+int gemm_mut(Mutant m) {
+  switch (m) {
+    case Mutant::gemm_assign_not_accumulate: return kAssign;
+    case Mutant::gemm_no_bounds_guard: return kNoGuard;
+    case Mutant::gemm_skip_last_column: return kSkipLast;
+    case Mutant::gemm_missing_barrier: return kNoBarrier;
+    default: return kClean;
+  }
+}
+
+// gemm.cu's 128×128 kernel with scalar loads and the bug `mut` planted.
+template <bool AKC, bool BKC>
+void launch_mutant(int mut, int I, int J, int K, const float* A, std::size_t lda, const float* B, std::size_t ldb,
+                   float* C, std::size_t ldc, const Epi& epi) {
+  switch (mut) {
+    case kAssign: return launch_one<2, AKC, BKC, false, false, kAssign>(I, J, K, A, lda, B, ldb, C, ldc, epi);
+    case kNoGuard: return launch_one<2, AKC, BKC, false, false, kNoGuard>(I, J, K, A, lda, B, ldb, C, ldc, epi);
+    case kSkipLast: return launch_one<2, AKC, BKC, false, false, kSkipLast>(I, J, K, A, lda, B, ldb, C, ldc, epi);
+    default: return launch_one<2, AKC, BKC, false, false, kNoBarrier>(I, J, K, A, lda, B, ldb, C, ldc, epi);
+  }
+}
+
 template <bool AKC, bool BKC>
 void dispatch(int I, int J, int K, const float* A, std::size_t lda, const float* B, std::size_t ldb, float* C,
               std::size_t ldc, const Epi& epi) {
-  const Mutant m = mutant();
-  if (m != Mutant::none) [[unlikely]] {
-    switch (m) {
-      case Mutant::gemm_assign_not_accumulate:
-        return launch_one<2, AKC, BKC, false, false, kAssign>(I, J, K, A, lda, B, ldb, C, ldc, epi);
-      case Mutant::gemm_no_bounds_guard:
-        return launch_one<2, AKC, BKC, false, false, kNoGuard>(I, J, K, A, lda, B, ldb, C, ldc, epi);
-      case Mutant::gemm_skip_last_column:
-        return launch_one<2, AKC, BKC, false, false, kSkipLast>(I, J, K, A, lda, B, ldb, C, ldc, epi);
-      case Mutant::gemm_missing_barrier:
-        return launch_one<2, AKC, BKC, false, false, kNoBarrier>(I, J, K, A, lda, B, ldb, C, ldc, epi);
-      default:
-        break;  // another family's mutant: the clean kernel
-    }
-  }
   const auto aligned = [](const float* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15) == 0; };
   const bool va = aligned(A) && lda % 4 == 0 && (AKC ? K % 4 == 0 : I % 4 == 0);
   const bool vb = aligned(B) && ldb % 4 == 0 && (BKC ? K % 4 == 0 : J % 4 == 0);
   const int tile = choose_tile(I, J, va && vb);
-  if (tile == 1) return dispatch_clean<1, AKC, BKC>(I, J, K, A, lda, B, ldb, C, ldc, epi);
-  if (tile >= 3) {
-    const detail::TiledArgs args{I,   J,   K,   A,     lda,      B,        ldb, C, ldc, AKC, BKC, va && vb, va && vb,
-                                 epi.bias, epi.row_scale, epi.scale};
-    if (detail::gemm_tiled(tile, args)) return;
+  const detail::TiledArgs args{I,   J,   K,   A,     lda,      B,        ldb, C, ldc, AKC, BKC, va && vb, va && vb,
+                               epi.bias, epi.row_scale, epi.scale};
+  const int mut = gemm_mut(mutant());
+  if (mut != kClean) [[unlikely]] {
+    // The bug goes where the clean product would run: into the tiled kernel
+    // the rule (or the override) picked, with the same loads; tiles 1 and 2
+    // (and a tiled shape that cannot launch) run this file's 128×128 kernel
+    // with scalar loads.
+    if (tile >= 3 && detail::gemm_tiled_mutant(tile, args, mut)) {
+      ++g_tile_launches[tile];
+      return;
+    }
+    ++g_tile_launches[2];
+    return launch_mutant<AKC, BKC>(mut, I, J, K, A, lda, B, ldb, C, ldc, epi);
   }
+  if (tile == 1) {
+    ++g_tile_launches[1];
+    return dispatch_clean<1, AKC, BKC>(I, J, K, A, lda, B, ldb, C, ldc, epi);
+  }
+  if (tile >= 3 && detail::gemm_tiled(tile, args)) {
+    ++g_tile_launches[tile];
+    return;
+  }
+  ++g_tile_launches[2];
   dispatch_clean<2, AKC, BKC>(I, J, K, A, lda, B, ldb, C, ldc, epi);
 }
 
@@ -417,6 +453,10 @@ void gemm_dytx(std::size_t N, std::size_t M, std::size_t K, const float* dY, con
 }
 
 void gemm_tile_override(int tile) { g_tile_override = tile; }
+long gemm_tile_launches(int tile) { return tile >= 1 && tile <= kGemmTiles ? g_tile_launches[tile] : 0; }
+void gemm_tile_launches_reset() {
+  for (long& n : g_tile_launches) n = 0;
+}
 
 void column_sums(const float* a, std::size_t N, std::size_t D, float* out) {
   if (D == 0) return;
