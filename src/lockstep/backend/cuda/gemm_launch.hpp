@@ -44,8 +44,9 @@ void gemm_dytx(std::size_t N, std::size_t M, std::size_t K, const float* dY, con
 // Benchmarks and tests only: forces one block tile (0, the default, lets the
 // launcher choose by the output's shape). 1: 64×64 and 2: 128×128 (gemm.cu);
 // the shape-fitted tiles of gemm_tiled.cu: 3: 144×128, 4: 112×128, 5: 48×128,
-// 6: 128×128 with 8×4-thread warps, 7: as 6 with k tiles of 16. Every tile
-// gives the same bits (the per-cell chain does not depend on the tiling).
+// 6: 128×144 (until v2: 128×128 with k tiles of 8), 7: 128×128 with 8×4-thread
+// warps and k tiles of 16. Every tile gives the same bits (the per-cell chain
+// does not depend on the tiling).
 constexpr int kGemmTiles = 7;
 void gemm_tile_override(int tile);
 // Benchmarks and tests only: how many launches ran on block tile `tile`

@@ -10,7 +10,7 @@ bool tiled_shape(int cfg, int& bm, int& bn) {
     case 3: bm = T144::BM, bn = T144::BN; return true;
     case 4: bm = T112::BM, bn = T112::BN; return true;
     case 5: bm = T48::BM, bn = T48::BN; return true;
-    case 6: bm = T128::BM, bn = T128::BN; return true;
+    case 6: bm = T128W::BM, bn = T128W::BN; return true;
     case 7: bm = T128K::BM, bn = T128K::BN; return true;
     default: return false;
   }

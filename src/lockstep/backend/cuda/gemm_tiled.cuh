@@ -12,16 +12,17 @@
 // tiling differs, and the tiling decides who computes which cells, nothing
 // else:
 //   * a block of 256 threads (a 16×16 thread grid) owns a BM×BN tile of C with
-//     BM = 64·P + 16·Q and BN = 64·PN; thread (tx, ty) owns RM = 4P + Q rows
-//     (p·64 + ty·4 + {0..3} for p < P, then P·64 + q·16 + ty for q < Q) and
-//     RN = 4·PN columns (n·64 + tx·4 + {0..3}): 16-byte shared-memory reads for
-//     the groups of 4, broadcast scalar reads for the single rows;
+//     BM = 64·P + 16·Q and BN = 64·PN + 16·QN; thread (tx, ty) owns RM = 4P + Q
+//     rows (p·64 + ty·4 + {0..3} for p < P, then P·64 + q·16 + ty for q < Q)
+//     and RN = 4·PN + QN columns (n·64 + tx·4 + {0..3} for n < PN, then
+//     PN·64 + q·16 + tx for q < QN): 16-byte shared-memory reads for the
+//     groups of 4, broadcast scalar reads for the single rows and columns;
 //   * the block tile's height is what the weight gradients of the 768-wide
 //     layers need: without split-K their only parallelism is their cells, and
 //     a 128×128 tile leaves the device a partial second round (3072×768: 144
 //     tiles for 132 SMs) or mostly idle (768×768: 36 tiles). 144×128 tiles
-//     give 3072×768 exactly 132 blocks, 112×128 give 2304×768 126, 48×128 give
-//     768×768 96;
+//     give 3072×768 exactly 132 blocks, 128×144 give 768×3072 132, 112×128
+//     give 2304×768 126, 48×128 give 768×768 96;
 //   * a warp covers 8 (tx) × 4 (ty) threads, so each k step's reads are one
 //     128-byte wavefront for B and one for each A group (the 16×2 warp shape
 //     of gemm.cu needs two for B);
@@ -55,21 +56,21 @@ namespace {
 
 constexpr int kThreads = 256;
 
-template <int P_, int Q_, int PN_, int BK_, int MINB_>
+template <int P_, int Q_, int PN_, int QN_, int BK_, int MINB_>
 struct TCfg {
-  static constexpr int P = P_, Q = Q_, PN = PN_, BK = BK_, MINB = MINB_;
-  static constexpr int RM = 4 * P + Q, RN = 4 * PN;
-  static constexpr int BM = 64 * P + 16 * Q, BN = 64 * PN;
+  static constexpr int P = P_, Q = Q_, PN = PN_, QN = QN_, BK = BK_, MINB = MINB_;
+  static constexpr int RM = 4 * P + Q, RN = 4 * PN + QN;
+  static constexpr int BM = 64 * P + 16 * Q, BN = 64 * PN + 16 * QN;
   static constexpr int LDA = BM + 4, LDB = BN + 4;  // padded staged rows, 16-byte aligned
   static_assert(BM % 4 == 0 && BK % 4 == 0 && LDA % 4 == 0 && LDB % 4 == 0);
 };
 
 // The configurations, by the override number of gemm_tile_override.
-using T144 = TCfg<2, 1, 2, 8, 1>;    // 3: 144×128, 9×8 cells per thread
-using T112 = TCfg<1, 3, 2, 8, 2>;    // 4: 112×128, 7×8
-using T48 = TCfg<0, 3, 2, 16, 2>;    // 5: 48×128, 3×8
-using T128 = TCfg<2, 0, 2, 8, 2>;    // 6: 128×128, 8×8, 8×4 warps
-using T128K = TCfg<2, 0, 2, 16, 2>;  // 7: as 6 with k tiles of 16
+using T144 = TCfg<2, 1, 2, 0, 8, 1>;    // 3: 144×128, 9×8 cells per thread
+using T112 = TCfg<1, 3, 2, 0, 8, 2>;    // 4: 112×128, 7×8
+using T48 = TCfg<0, 3, 2, 0, 16, 2>;    // 5: 48×128, 3×8
+using T128W = TCfg<2, 0, 2, 1, 8, 1>;   // 6: 128×144, 8×9 (v3; until v2, 6 was 128×128 with k tiles of 8)
+using T128K = TCfg<2, 0, 2, 0, 16, 2>;  // 7: 128×128, 8×8, k tiles of 16
 
 struct Epi {
   const float* bias;
@@ -180,6 +181,8 @@ __device__ __forceinline__ void mac_tile(const float* __restrict__ As, const flo
       b[4 * n] = bv.x, b[4 * n + 1] = bv.y, b[4 * n + 2] = bv.z, b[4 * n + 3] = bv.w;
     }
 #pragma unroll
+    for (int q = 0; q < C::QN; ++q) b[4 * C::PN + q] = br[C::PN * 64 + q * 16 + tx];
+#pragma unroll
     for (int r = 0; r < C::RM; ++r)
 #pragma unroll
       for (int c = 0; c < C::RN; ++c)
@@ -277,6 +280,14 @@ __global__ void __launch_bounds__(kThreads, C::MINB)
           if (jb + c < jlimit) crow[jb + c] = v[c];
       }
     }
+#pragma unroll
+    for (int q = 0; q < C::QN; ++q) {  // the single columns
+      const int j = j0 + C::PN * 64 + q * 16 + tx;
+      float x = canonical(acc[r][4 * C::PN + q]);
+      if (epi.bias != nullptr && j < J) x = __fadd_rn(x, epi.bias[j]);
+      if (epi.row_scale != nullptr) x = __fmul_rn(__fmul_rn(x, rs), scale);
+      if (j < jlimit) crow[j] = x;
+    }
   }
 }
 
@@ -312,7 +323,7 @@ bool launch_tiled(int cfg, const TiledArgs& g, int mut) {
     case 3: return launch_layout<T144, MUTABLE>(g, mut);
     case 4: return launch_layout<T112, MUTABLE>(g, mut);
     case 5: return launch_layout<T48, MUTABLE>(g, mut);
-    case 6: return launch_layout<T128, MUTABLE>(g, mut);
+    case 6: return launch_layout<T128W, MUTABLE>(g, mut);
     case 7: return launch_layout<T128K, MUTABLE>(g, mut);
     default: return false;
   }
