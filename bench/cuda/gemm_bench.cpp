@@ -121,7 +121,7 @@ int main(int argc, char** argv) {
                           {"lm_head", 50257, 768, 1}};
   std::printf("%-10s %-5s %6s %6s %6s | %9s %7s | %9s %7s | %6s | %s\n", "layer", "prod", "I", "J", "K", "ours ms",
               "TFLOP/s", "cuBLAS ms", "TFLOP/s", "ratio", "cells differing from ours (sampled) | ms with each tile forced (1: 64x64, 2: 128x128, 3: 144x128, 4: 112x128, "
-              "5: 48x128, 6: 128x128 8x4 warps, 7: as 6 with k tiles of 16)");
+              "5: 48x128, 6: 128x144, 7: 128x128 8x4 warps k tiles of 16)");
   std::printf("(ratio = cuBLAS time / our time: above 1, ours is faster)\n");
   double step_ours = 0, step_cublas = 0, step_flop = 0, step_v11 = 0, step_best = 0;
   // v1.1's rule (tiles 1 and 2 only), for the before/after comparison in one run.

@@ -3,6 +3,14 @@
 // reject at least one case; with Mutant::none every case passes. A mutant
 // whose kernel family has no gate cases yet (its kernels are written
 // elsewhere) is skipped, not failed.
+//
+// The GEMM has several kernels (gemm.cu's 128×128 and 64×64 tiles, the
+// shape-fitted tiles of gemm_tiled.cu) and the launcher plants a gemm mutant
+// in whichever the tile rule picks. So each gemm mutant is also run with every
+// tiled kernel forced (gemm_tile_override), on the linear gate cases whose
+// products all take 16-byte loads and on those that take scalar loads, and on
+// the gate case the rule itself sends to a tiled kernel; the launch counts
+// (gemm_tile_launches) show which kernel ran.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -10,6 +18,7 @@
 #include <vector>
 
 #include "lockstep/backend/cuda/gate.hpp"
+#include "lockstep/backend/cuda/gemm_launch.hpp"
 #include "lockstep/backend/cuda/mutant.hpp"
 #include "lockstep/backend/cuda/probe.hpp"
 
@@ -97,6 +106,193 @@ TEST_P(CudaGateMutant, IsRejectedByAGate) {
   const auto after = lc::gate::run_gates(cases, clean_only);
   for (const auto& o : after) EXPECT_EQ(o.difference, "") << "after the mutant: " << o.kernel << " on " << o.shape;
 }
+
+// --- The gemm mutants in the tiled kernels ----------------------------------
+
+namespace ll = lockstep::cuda::launch;
+
+const std::vector<Mutant>& gemm_mutants() {
+  static const std::vector<Mutant> m = {Mutant::gemm_assign_not_accumulate, Mutant::gemm_no_bounds_guard,
+                                        Mutant::gemm_skip_last_column, Mutant::gemm_missing_barrier};
+  return m;
+}
+
+// Forces one block tile for one scope; back to the rule on the way out.
+struct ScopedTile {
+  explicit ScopedTile(int t) { ll::gemm_tile_override(t); }
+  ~ScopedTile() { ll::gemm_tile_override(0); }
+};
+
+// The tiled kernels' override numbers (gemm_tiled.cu).
+std::vector<int> tiled_tiles() {
+  std::vector<int> t;
+  for (int i = 1; i <= ll::kGemmTiles; ++i) {
+    int bm = 0, bn = 0;
+    if (ll::detail::tiled_shape(i, bm, bn)) t.push_back(i);
+  }
+  return t;
+}
+
+struct LinearShape {
+  std::size_t rows = 0, in = 0, out = 0;
+};
+// gate_linear.cpp's shape text: "rows R in I out O[ ...]".
+bool parse_shape(const std::string& s, LinearShape& d) {
+  return std::sscanf(s.c_str(), "rows %zu in %zu out %zu", &d.rows, &d.in, &d.out) == 3;
+}
+
+// The small linear_fwd/linear_bwd gate cases, split by load path: `vec` where
+// in and out are multiples of 4 (every product of the case takes 16-byte loads
+// on both operands), `scalar` otherwise.
+struct LinearGroups {
+  std::vector<lc::gate::Case> vec, scalar;
+};
+LinearGroups small_linear_cases() {
+  LinearGroups g;
+  for (const auto& c : lc::gate::linear_cases()) {
+    LinearShape d;
+    if ((c.kernel != "linear_fwd" && c.kernel != "linear_bwd") || !parse_shape(c.shape, d) || d.rows > 300) continue;
+    (d.in % 4 == 0 && d.out % 4 == 0 ? g.vec : g.scalar).push_back(c);
+  }
+  return g;
+}
+
+// Launches per tile since the last reset, as "t3 12, t7 4" (tiles with none left out).
+std::string launch_summary() {
+  std::string s;
+  for (int t = 1; t <= ll::kGemmTiles; ++t)
+    if (ll::gemm_tile_launches(t) > 0)
+      s += (s.empty() ? "t" : ", t") + std::to_string(t) + " " + std::to_string(ll::gemm_tile_launches(t));
+  return s.empty() ? "none" : s;
+}
+long launches_other_than(const std::vector<int>& tiles) {
+  long n = 0;
+  for (int t = 1; t <= ll::kGemmTiles; ++t) {
+    bool in = false;
+    for (int u : tiles) in = in || u == t;
+    if (!in) n += ll::gemm_tile_launches(t);
+  }
+  return n;
+}
+
+std::size_t count_rejected(const std::vector<lc::gate::Outcome>& outcomes, const lc::gate::Outcome** first) {
+  std::size_t n = 0;
+  *first = nullptr;
+  for (const auto& o : outcomes)
+    if (!o.difference.empty()) {
+      ++n;
+      if (*first == nullptr) *first = &o;
+    }
+  return n;
+}
+
+// The control: with no mutant, every tiled kernel forced passes the same gate
+// cases (clean and dirty passes), so a rejection below is the mutant's.
+TEST(CudaGateMutants, CleanTiledKernelsPassTheLinearGates) {
+  std::string why;
+  if (!lc::available(&why)) GTEST_SKIP() << why;
+  ScopedMutant none(Mutant::none);
+  const LinearGroups groups = small_linear_cases();
+  ASSERT_FALSE(groups.vec.empty());
+  ASSERT_FALSE(groups.scalar.empty());
+  for (int t : tiled_tiles()) {
+    ScopedTile tile(t);
+    ll::gemm_tile_launches_reset();
+    for (const auto* cases : {&groups.vec, &groups.scalar})
+      for (const auto& o : lc::gate::run_gates(*cases, {}))
+        EXPECT_EQ(o.difference, "") << "tile " << t << ": " << o.kernel << " on " << o.shape
+                                    << (o.poisoned ? " (dirty pass)" : "");
+    EXPECT_GT(ll::gemm_tile_launches(t), 0) << "tile " << t;
+    EXPECT_EQ(launches_other_than({t}), 0) << "tile " << t << " forced, launches: " << launch_summary();
+  }
+  std::printf("clean tiled kernels %zu forced: %zu + %zu small linear cases x 2 passes each, all pass\n",
+              tiled_tiles().size(), groups.vec.size(), groups.scalar.size());
+}
+
+class CudaGemmMutantTiled : public ::testing::TestWithParam<Mutant> {};
+
+// Each tiled kernel forced in turn: the mutant must be rejected on the
+// 16-byte-load cases and on the scalar-load cases, and only that kernel ran.
+TEST_P(CudaGemmMutantTiled, IsRejectedInEveryTiledKernel) {
+  std::string why;
+  if (!lc::available(&why)) GTEST_SKIP() << why;
+  const Mutant m = GetParam();
+  const LinearGroups groups = small_linear_cases();
+  lc::gate::Options clean_only;
+  clean_only.dirty_pass = false;
+  for (int t : tiled_tiles())
+    for (int v = 0; v < 2; ++v) {
+      const auto& cases = v == 0 ? groups.vec : groups.scalar;
+      std::vector<lc::gate::Outcome> outcomes;
+      ll::gemm_tile_launches_reset();
+      {
+        ScopedTile tile(t);
+        ScopedMutant on(m);
+        outcomes = lc::gate::run_gates(cases, clean_only);
+      }
+      const std::string launches = launch_summary();
+      EXPECT_GT(ll::gemm_tile_launches(t), 0) << "tile " << t;
+      EXPECT_EQ(launches_other_than({t}), 0) << "tile " << t << " forced, launches: " << launches;
+      const lc::gate::Outcome* first = nullptr;
+      const std::size_t rejected = count_rejected(outcomes, &first);
+      EXPECT_NE(first, nullptr) << "mutant '" << lc::mutant_name(m) << "' in tile " << t << " passed every "
+                                << (v == 0 ? "16-byte-load" : "scalar-load") << " linear case";
+      if (first != nullptr)
+        std::printf("mutant '%s', tile %d, %s loads: rejected by %zu of %zu cases (launches: %s); first: %s on %s: %s\n",
+                    std::string(lc::mutant_name(m)).c_str(), t, v == 0 ? "16-byte" : "scalar", rejected,
+                    outcomes.size(), launches.c_str(), first->kernel.c_str(), first->shape.c_str(),
+                    first->difference.c_str());
+    }
+}
+
+// No override: the gate cases the tile rule itself sends to a tiled kernel
+// (linear_fwd and bitlinear_fwd at rows 512 in 768 out 2304: one product,
+// 512×2304×768) reject the mutant. The missing k guard cannot show there: K =
+// 768 is a whole number of k tiles of every tiled kernel, and no gate case
+// that the rule routes to one has a ragged K (gate_linear.cpp would need a
+// shape such as rows 516 in 772 out 2300); the forced tiles above catch it.
+TEST_P(CudaGemmMutantTiled, IsRejectedWhereTheRulePicksATiledKernel) {
+  std::string why;
+  if (!lc::available(&why)) GTEST_SKIP() << why;
+  const Mutant m = GetParam();
+  if (m == Mutant::gemm_no_bounds_guard)
+    GTEST_SKIP() << "no gate case routed to a tiled kernel by the rule has K off the k tiles (see above)";
+  std::vector<lc::gate::Case> cases;
+  for (const auto& c : lc::gate::linear_cases()) {
+    LinearShape d;
+    if ((c.kernel == "linear_fwd" || c.kernel == "bitlinear_fwd") && parse_shape(c.shape, d) && d.rows == 512)
+      cases.push_back(c);
+  }
+  ASSERT_FALSE(cases.empty()) << "gate_linear.cpp has no rows-512 forward case any more";
+  lc::gate::Options clean_only;
+  clean_only.dirty_pass = false;
+  std::vector<lc::gate::Outcome> outcomes;
+  ll::gemm_tile_launches_reset();
+  {
+    ScopedMutant on(m);
+    outcomes = lc::gate::run_gates(cases, clean_only);
+  }
+  const std::string launches = launch_summary();
+  EXPECT_EQ(launches_other_than(tiled_tiles()), 0) << "the rule left the tiled kernels: " << launches;
+  const lc::gate::Outcome* first = nullptr;
+  const std::size_t rejected = count_rejected(outcomes, &first);
+  ASSERT_NE(first, nullptr) << "mutant '" << lc::mutant_name(m) << "' passed the rule-routed tiled cases ("
+                            << launches << ")";
+  std::printf("mutant '%s', tile rule (launches: %s): rejected by %zu of %zu cases; first: %s on %s: %s\n",
+              std::string(lc::mutant_name(m)).c_str(), launches.c_str(), rejected, outcomes.size(),
+              first->kernel.c_str(), first->shape.c_str(), first->difference.c_str());
+}
+
+std::string gemm_mutant_name(const ::testing::TestParamInfo<Mutant>& p) {
+  switch (p.param) {
+    case Mutant::gemm_assign_not_accumulate: return "gemm_assign_not_accumulate";
+    case Mutant::gemm_no_bounds_guard: return "gemm_no_bounds_guard";
+    case Mutant::gemm_skip_last_column: return "gemm_skip_last_column";
+    case Mutant::gemm_missing_barrier: return "gemm_missing_barrier";
+    default: return "other";
+  }
+}
+INSTANTIATE_TEST_SUITE_P(GemmMutants, CudaGemmMutantTiled, ::testing::ValuesIn(gemm_mutants()), gemm_mutant_name);
 
 INSTANTIATE_TEST_SUITE_P(AllMutants, CudaGateMutant, ::testing::ValuesIn(all_mutants()),
                          [](const ::testing::TestParamInfo<Mutant>& p) {

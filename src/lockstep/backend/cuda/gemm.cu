@@ -10,7 +10,7 @@
 //   * a thread owns 8×8 cells (rows ty*4+{0..3} and 64+ty*4+{0..3}, columns
 //     likewise from tx), 64 accumulators in registers;
 //   * the 64×64 tile (k tiles of 16, 4×4 cells per thread) and the
-//     shape-fitted tiles of gemm_tiled.cu (144/112/48×128, and 128×128 with
+//     shape-fitted tiles of gemm_tiled.cu (144/112/48×128, 128×144, and 128×128 with
 //     8×4-thread warps and k tiles of 16, the default where 16-byte loads
 //     apply) are chosen by choose_tile's measured model: the weight gradients
 //     of 768-wide layers have only their cells as parallelism (no split-K);
@@ -22,8 +22,11 @@
 // scalar loads arranged for coalescing.
 //
 // Mutants (mutant.hpp, the gates' teeth): when cuda::mutant() names a gemm
-// bug, the launcher runs that variant instead (one well-predicted branch per
-// launch otherwise).
+// bug, the launcher plants it where the clean product would run: in the tiled
+// kernel the rule picked (gemm_tiled_mutant.cu, a separate instantiation), or
+// in this file's 128×128 kernel with scalar loads for tiles 1 and 2 (one
+// well-predicted branch per launch otherwise; the clean kernels carry no
+// mutant code).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -40,7 +43,11 @@ namespace {
 
 constexpr int kThreads = 256;
 
-enum Mut : int { kClean = 0, kAssign, kNoGuard, kSkipLast, kNoBarrier };
+using detail::kAssign;
+using detail::kClean;
+using detail::kNoBarrier;
+using detail::kNoGuard;
+using detail::kSkipLast;
 
 // Tile configurations. S = 2: a 128×128 block tile walked in k steps of 8,
 // 8×8 cells per thread (the large-output shape). S = 1: 64×64 walked in k steps
@@ -276,8 +283,10 @@ int g_tile_override = 0;
 // takes the cheapest tile by that model; it leaves the base tile (7, or 2
 // where the operands cannot take 16-byte loads) only for a predicted gain of
 // 3% or more. Rates relative to tile 7, from v2's forced-tile timings of the
-// GPT-2 products; the shape-fitted tiles 3, 4, 5 run only with 16-byte loads
-// (their scalar-load forms are correct but unmeasured and slower).
+// GPT-2 products; the shape-fitted tiles 3, 4, 5, 6 run only with 16-byte
+// loads (their scalar-load forms are correct but unmeasured and slower). Tile
+// 6 (128×144, v3, for the 768×3072 weight gradient) is tile 3 turned on its
+// side: its rate is taken to be tile 3's until measured.
 struct TileModel {
   int cfg, bm, bn;
   double rate;
@@ -286,6 +295,7 @@ struct TileModel {
 constexpr TileModel kTiles[] = {
     {7, 128, 128, 1.000, true},  {2, 128, 128, 0.916, false}, {1, 64, 64, 0.760, false},
     {3, 144, 128, 0.871, true},  {4, 112, 128, 0.857, true},  {5, 48, 128, 0.578, true},
+    {6, 128, 144, 0.871, true},
 };
 int choose_tile(int I, int J, bool vec) {
   if (g_tile_override >= 1 && g_tile_override <= kGemmTiles) return g_tile_override;
@@ -320,34 +330,63 @@ void dispatch_clean(int I, int J, int K, const float* A, std::size_t lda, const 
   return launch_one<S, AKC, BKC, false, false, kClean>(I, J, K, A, lda, B, ldb, C, ldc, epi);
 }
 
+long g_tile_launches[kGemmTiles + 1] = {};
+
+// The gemm bug a mutant names (detail::Mut), kClean for none or another
+// family's.
+int gemm_mut(Mutant m) {
+  switch (m) {
+    case Mutant::gemm_assign_not_accumulate: return kAssign;
+    case Mutant::gemm_no_bounds_guard: return kNoGuard;
+    case Mutant::gemm_skip_last_column: return kSkipLast;
+    case Mutant::gemm_missing_barrier: return kNoBarrier;
+    default: return kClean;
+  }
+}
+
+// gemm.cu's 128×128 kernel with scalar loads and the bug `mut` planted.
+template <bool AKC, bool BKC>
+void launch_mutant(int mut, int I, int J, int K, const float* A, std::size_t lda, const float* B, std::size_t ldb,
+                   float* C, std::size_t ldc, const Epi& epi) {
+  switch (mut) {
+    case kAssign: return launch_one<2, AKC, BKC, false, false, kAssign>(I, J, K, A, lda, B, ldb, C, ldc, epi);
+    case kNoGuard: return launch_one<2, AKC, BKC, false, false, kNoGuard>(I, J, K, A, lda, B, ldb, C, ldc, epi);
+    case kSkipLast: return launch_one<2, AKC, BKC, false, false, kSkipLast>(I, J, K, A, lda, B, ldb, C, ldc, epi);
+    default: return launch_one<2, AKC, BKC, false, false, kNoBarrier>(I, J, K, A, lda, B, ldb, C, ldc, epi);
+  }
+}
+
 template <bool AKC, bool BKC>
 void dispatch(int I, int J, int K, const float* A, std::size_t lda, const float* B, std::size_t ldb, float* C,
               std::size_t ldc, const Epi& epi) {
-  const Mutant m = mutant();
-  if (m != Mutant::none) [[unlikely]] {
-    switch (m) {
-      case Mutant::gemm_assign_not_accumulate:
-        return launch_one<2, AKC, BKC, false, false, kAssign>(I, J, K, A, lda, B, ldb, C, ldc, epi);
-      case Mutant::gemm_no_bounds_guard:
-        return launch_one<2, AKC, BKC, false, false, kNoGuard>(I, J, K, A, lda, B, ldb, C, ldc, epi);
-      case Mutant::gemm_skip_last_column:
-        return launch_one<2, AKC, BKC, false, false, kSkipLast>(I, J, K, A, lda, B, ldb, C, ldc, epi);
-      case Mutant::gemm_missing_barrier:
-        return launch_one<2, AKC, BKC, false, false, kNoBarrier>(I, J, K, A, lda, B, ldb, C, ldc, epi);
-      default:
-        break;  // another family's mutant: the clean kernel
-    }
-  }
   const auto aligned = [](const float* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15) == 0; };
   const bool va = aligned(A) && lda % 4 == 0 && (AKC ? K % 4 == 0 : I % 4 == 0);
   const bool vb = aligned(B) && ldb % 4 == 0 && (BKC ? K % 4 == 0 : J % 4 == 0);
   const int tile = choose_tile(I, J, va && vb);
-  if (tile == 1) return dispatch_clean<1, AKC, BKC>(I, J, K, A, lda, B, ldb, C, ldc, epi);
-  if (tile >= 3) {
-    const detail::TiledArgs args{I,   J,   K,   A,     lda,      B,        ldb, C, ldc, AKC, BKC, va && vb, va && vb,
-                                 epi.bias, epi.row_scale, epi.scale};
-    if (detail::gemm_tiled(tile, args)) return;
+  const detail::TiledArgs args{I,   J,   K,   A,     lda,      B,        ldb, C, ldc, AKC, BKC, va && vb, va && vb,
+                               epi.bias, epi.row_scale, epi.scale};
+  const int mut = gemm_mut(mutant());
+  if (mut != kClean) [[unlikely]] {
+    // The bug goes where the clean product would run: into the tiled kernel
+    // the rule (or the override) picked, with the same loads; tiles 1 and 2
+    // (and a tiled shape that cannot launch) run this file's 128×128 kernel
+    // with scalar loads.
+    if (tile >= 3 && detail::gemm_tiled_mutant(tile, args, mut)) {
+      ++g_tile_launches[tile];
+      return;
+    }
+    ++g_tile_launches[2];
+    return launch_mutant<AKC, BKC>(mut, I, J, K, A, lda, B, ldb, C, ldc, epi);
   }
+  if (tile == 1) {
+    ++g_tile_launches[1];
+    return dispatch_clean<1, AKC, BKC>(I, J, K, A, lda, B, ldb, C, ldc, epi);
+  }
+  if (tile >= 3 && detail::gemm_tiled(tile, args)) {
+    ++g_tile_launches[tile];
+    return;
+  }
+  ++g_tile_launches[2];
   dispatch_clean<2, AKC, BKC>(I, J, K, A, lda, B, ldb, C, ldc, epi);
 }
 
@@ -417,6 +456,10 @@ void gemm_dytx(std::size_t N, std::size_t M, std::size_t K, const float* dY, con
 }
 
 void gemm_tile_override(int tile) { g_tile_override = tile; }
+long gemm_tile_launches(int tile) { return tile >= 1 && tile <= kGemmTiles ? g_tile_launches[tile] : 0; }
+void gemm_tile_launches_reset() {
+  for (long& n : g_tile_launches) n = 0;
+}
 
 void column_sums(const float* a, std::size_t N, std::size_t D, float* out) {
   if (D == 0) return;

@@ -44,10 +44,16 @@ void gemm_dytx(std::size_t N, std::size_t M, std::size_t K, const float* dY, con
 // Benchmarks and tests only: forces one block tile (0, the default, lets the
 // launcher choose by the output's shape). 1: 64×64 and 2: 128×128 (gemm.cu);
 // the shape-fitted tiles of gemm_tiled.cu: 3: 144×128, 4: 112×128, 5: 48×128,
-// 6: 128×128 with 8×4-thread warps, 7: as 6 with k tiles of 16. Every tile
-// gives the same bits (the per-cell chain does not depend on the tiling).
+// 6: 128×144 (until v2: 128×128 with k tiles of 8), 7: 128×128 with 8×4-thread
+// warps and k tiles of 16. Every tile gives the same bits (the per-cell chain
+// does not depend on the tiling).
 constexpr int kGemmTiles = 7;
 void gemm_tile_override(int tile);
+// Benchmarks and tests only: how many launches ran on block tile `tile`
+// (1..kGemmTiles, the override numbers) since the last reset — what the rule
+// (or the override) actually ran, the gates' mutants included.
+long gemm_tile_launches(int tile);
+void gemm_tile_launches_reset();
 
 // out[j] = +0 + a[0, j] + a[1, j] + ... (rows ascending) of a row-major
 // [N, D] matrix: the bias gradient (cpu ops.cpp column_sums).
@@ -74,6 +80,11 @@ bool tiled_shape(int cfg, int& bm, int& bn);
 // Launches configuration cfg; false (nothing launched) if it cannot take the
 // shape (grid rows beyond 65535).
 bool gemm_tiled(int cfg, const TiledArgs& args);
+// The gemm mutants of mutant.hpp as the kernels name them.
+enum Mut : int { kClean = 0, kAssign, kNoGuard, kSkipLast, kNoBarrier };
+// As gemm_tiled, with the bug `mut` (not kClean) planted in the kernel
+// (gemm_tiled_mutant.cu; only while a gemm mutant is active).
+bool gemm_tiled_mutant(int cfg, const TiledArgs& args, int mut);
 }  // namespace detail
 
 // --- BitLinear quantizers (quant.cu; ops/quant.hpp, cpu ops.cpp) ------------
