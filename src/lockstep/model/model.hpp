@@ -69,8 +69,8 @@ class Model {
   // are the same either way.
   virtual void set_recompute(bool recompute) = 0;
 
-  // A line about the device work so far (the CUDA model: its live audits'
-  // launches, cells and cost); "" for the CPU model.
+  // Lines about the device work so far (the CUDA model: what its start-up
+  // gates proved, its live audits' launches, cells and cost); "" for the CPU model.
   virtual std::string report() const { return {}; }
 
   // --- Optional: the optimizer step on the model's own storage ---------------

@@ -8,6 +8,7 @@
 // A training step (train_step) waits for the device once, at its end.
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <limits>
 #include <cmath>
 #include <memory>
@@ -55,12 +56,19 @@ std::vector<DeviceParam> device_params(const std::vector<Param>& host) {
   return d;
 }
 
+// The start-up gates, once per process; what they proved, for report().
+std::string g_gates_passed;
 void gate_once() {
   static std::once_flag once;
   static std::string refused;
   std::call_once(once, [] {
     try {
+      const auto t0 = std::chrono::steady_clock::now();
       cuda::gate::require_all();
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      g_gates_passed = fmt::format("start-up gates: {} kernel cases bit-identical to the CPU on a clean and a poisoned "
+                                   "pool ({:.1f} s)",
+                                   cuda::gate::all_cases().size(), s);
     } catch (const std::exception& e) {
       refused = e.what();
     }
@@ -176,9 +184,11 @@ class CudaModel final : public Model {
 
   std::string report() const override {
     const cuda::audit::Stats s = cuda::audit::stats();
-    if (!cuda::audit::options().enabled) return "audits: off";
-    return fmt::format("audits: {} launches, {} cells recomputed on the CPU, {} mismatches, {:.2f} s spent auditing",
-                       s.launches, s.cells, s.mismatches, s.seconds);
+    const std::string gates = g_gates_passed.empty() ? "" : g_gates_passed + "\n";
+    if (!cuda::audit::options().enabled) return gates + "audits: off";
+    return gates + fmt::format("audits: {} launches, {} cells recomputed on the CPU, {} mismatches, {:.2f} s spent "
+                               "auditing",
+                               s.launches, s.cells, s.mismatches, s.seconds);
   }
 
   std::vector<float> next_logits(std::span<const std::int32_t> tokens, int) override {
