@@ -349,21 +349,6 @@ __device__ __forceinline__ void load_rows2(float* d0, int ldr0, const float* s0,
   }
 }
 
-// Warm L2 with the rows of a later tile (no registers, no effect on any
-// value): 64 rows of w floats from s (row stride ld), rows < n; thread tid
-// takes row tid % 64 and 128-byte pieces tid / 64, + 4, ... and the row's
-// last float (a row that does not start on a line may touch one more line).
-__device__ __forceinline__ void prefetch_l2(const float* p) {
-  asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
-}
-__device__ __forceinline__ void prefetch_rows(const float* s, i64 ld, int w, int n, int tid) {
-  const int r = tid & 63;
-  if (r >= n) return;
-  const float* row = s + r * ld;
-  for (int k = tid >> 6; 32 * k < w; k += kThreads / kTile) prefetch_l2(row + 32 * k);
-  if ((tid >> 6) == 0) prefetch_l2(row + w - 1);
-}
-
 // The forward's tiles. Kt [Dh][64] (transposed: key c at column c) from key
 // rows; Vn [64][ldv] (row-major) from value rows; rows >= n and Vn's
 // columns >= Dh are 0.
@@ -808,22 +793,6 @@ __global__ void __launch_bounds__(kThreads, DC <= 4 ? 2 : 1) dkdv_tiled_kernel(A
         }
       }
       __syncthreads();
-      {
-        // The next (head, query tile)'s Q/dO rows, lse and D toward L2 while
-        // this tile accumulates (the load above then waits on L2, not HBM).
-        const int hn = i0 + kTile < T ? h : h + 1, in0 = i0 + kTile < T ? i0 + kTile : j0;
-        if (hn < (g + 1) * a.rep) {
-          const int n = T - in0 < kTile ? T - in0 : kTile;
-          prefetch_rows(qrow(a, b, in0, hn), a.ldq, Dh, n, tid);
-          prefetch_rows(a.dout + ooff(a, b, in0, hn), ldo, Dh, n, tid);
-          if (tid == 0) {
-            prefetch_l2(a.lse + lseoff(a, b, hn, in0));
-            prefetch_l2(a.lse + lseoff(a, b, hn, in0 + n - 1));
-            prefetch_l2(a.delta + lseoff(a, b, hn, in0));
-            prefetch_l2(a.delta + lseoff(a, b, hn, in0 + n - 1));
-          }
-        }
-      }
 
       // dk_j += dS_ij · q_i, dv_j += P_ij · dO_i, queries ascending (i >= j).
       const int first = diag ? 4 * ty : 0;
