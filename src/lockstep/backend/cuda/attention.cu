@@ -105,6 +105,8 @@ __device__ __forceinline__ void st4(float* p, float a, float b, float c, float d
   *reinterpret_cast<float4*>(p) = v;
 }
 
+__device__ __forceinline__ float4 zero4() { return float4{0.0f, 0.0f, 0.0f, 0.0f}; }
+
 // Row pointers.
 __device__ __forceinline__ const float* qrow(const Args& a, int b, int t, int h) {
   return a.q + (static_cast<i64>(b) * a.T + t) * a.ldq + static_cast<i64>(h) * a.Dh;
@@ -134,6 +136,75 @@ __global__ void delta_kernel(Args a) {
   const int b = static_cast<int>(idx / (static_cast<i64>(a.T) * a.Hq));
   const i64 off = ooff(a, b, t, h);
   a.delta[idx] = num::reduce::dot_seq(a.dout + off, 1, a.o + off, 1, static_cast<std::size_t>(a.Dh));
+}
+
+// D_i staged through shared memory (Dh <= 128): a CTA of kDeltaThreads owns R
+// consecutive rows of o / dO in memory order ((b, t, h) flattened, R·Dh <=
+// 8192 contiguous floats), moves them coalesced into shared rows of odd pitch
+// Dh | 1 (conflict-free row walks), then thread r runs row r's chain,
+// dot_seq(dO_r, o_r) exactly as above, and writes D at [b, h, t].
+// ===========================================================================
+constexpr int kDeltaThreads = 128;
+__host__ __device__ inline int delta_rows(int Dh) { return 8192 / Dh < 128 ? 8192 / Dh : 128; }
+__host__ __device__ inline int delta_pitch(int Dh) { return Dh | 1; }
+
+template <bool V4>
+__global__ void __launch_bounds__(kDeltaThreads) delta_rows_kernel(Args a) {
+  LS_SMEM(sm);
+  const int Dh = a.Dh, R = delta_rows(Dh), P = delta_pitch(Dh), tid = threadIdx.x;
+  float* sd = sm;         // dO rows [R][P]
+  float* so = sm + R * P;  // o rows [R][P]
+  const i64 rows = static_cast<i64>(a.B) * a.Hq * a.T;
+  const i64 r0 = static_cast<i64>(blockIdx.x) * R;
+  const int nr = rows - r0 < R ? static_cast<int>(rows - r0) : R;
+  const int n = nr * Dh;  // floats of this CTA, contiguous from r0·Dh
+  const float* gd = a.dout + r0 * Dh;
+  const float* go = a.o + r0 * Dh;
+  if constexpr (V4) {  // Dh % 4 == 0, 16-byte aligned bases: a float4 stays in one row
+    constexpr int NV = 8192 / 4 / kDeltaThreads;
+    const int n4 = n >> 2;
+    float4 bd[NV], bo[NV];
+#pragma unroll
+    for (int u = 0; u < NV; ++u) {
+      const int f = tid + u * kDeltaThreads;
+      bd[u] = zero4();
+      bo[u] = zero4();
+      if (f < n4) {
+        bd[u] = ld4(gd + 4 * f);
+        bo[u] = ld4(go + 4 * f);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < NV; ++u) {
+      const int f = tid + u * kDeltaThreads;
+      if (f < n4) {
+        const int r = (4 * f) / Dh, c = 4 * f - r * Dh, at = r * P + c;
+        sd[at] = bd[u].x;
+        sd[at + 1] = bd[u].y;
+        sd[at + 2] = bd[u].z;
+        sd[at + 3] = bd[u].w;
+        so[at] = bo[u].x;
+        so[at + 1] = bo[u].y;
+        so[at + 2] = bo[u].z;
+        so[at + 3] = bo[u].w;
+      }
+    }
+  } else {
+    for (int e = tid; e < n; e += kDeltaThreads) {
+      const int r = e / Dh, c = e - r * Dh;
+      sd[r * P + c] = gd[e];
+      so[r * P + c] = go[e];
+    }
+  }
+  __syncthreads();
+  if (tid < nr) {
+    const i64 m = r0 + tid;  // memory row (b·T + t)·Hq + h
+    const int h = static_cast<int>(m % a.Hq);
+    const i64 bt = m / a.Hq;
+    const int t = static_cast<int>(bt % a.T), b = static_cast<int>(bt / a.T);
+    a.delta[lseoff(a, b, h, t)] =
+        num::reduce::dot_seq(sd + tid * P, 1, so + tid * P, 1, static_cast<std::size_t>(Dh));
+  }
 }
 
 // ===========================================================================
@@ -230,7 +301,6 @@ __global__ void dkdv_cell_kernel(Args a) {
 // are float4-aligned in global memory (Dh, the row strides and the base
 // pointers multiples of 4 floats / 16 bytes), so a thread moves float4s.
 // ===========================================================================
-__device__ __forceinline__ float4 zero4() { return float4{0.0f, 0.0f, 0.0f, 0.0f}; }
 
 // Two row-major tiles of 64 rows: d0[r·ldr0 + 0..w0) = s0[r·ld0 + 0..w0) for
 // r < n, 0 for n <= r < 64; the same for (d1, s1). NV: float4s per thread and
@@ -878,16 +948,56 @@ __global__ void __launch_bounds__(kThreads, DC <= 4 ? 2 : 1) dq_tiled_kernel(Arg
 // ===========================================================================
 // dq from stored dS. CTA: (head, batch - b0, query tile). Accumulators as in
 // dq_tiled_kernel; per key block: Kn [64][ldr] and the dS^T tile dSt
-// [64 keys][68] (float4 of 4 queries), both loaded as float4 rows.
+// [64 keys][68] (float4 of 4 queries). Two stages: key block kb + 1's tiles
+// are copied (cp.async, 16 bytes, L2 only; rows past nk zero-filled) while
+// block kb's chains run; one barrier per key block. Without float4 rows
+// (rows_v4) the next stage is filled by plain loads at the same place.
 // ===========================================================================
-std::size_t dq_stored_smem_floats(int Dh) { return 64u * static_cast<unsigned>(ldr_of(Dh)) + 64u * kPad + 64u; }
+__host__ __device__ inline int dq_stored_stage_floats(int Dh) { return kTile * ldr_of(Dh) + kTile * kPad; }
+std::size_t dq_stored_smem_floats(int Dh) { return 2u * static_cast<unsigned>(dq_stored_stage_floats(Dh)) + 64u; }
+
+// 16 bytes global -> shared, asynchronous; bytes = 0 writes zeros (src unread).
+__device__ __forceinline__ void cp_async16(float* dst, const float* src, bool in) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  const int bytes = in ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+
+// Key block kb's K rows and dS^T tile into a stage (Kn at st, dSt after it).
+template <bool V4>
+__device__ __forceinline__ void dq_stored_fill(const Args& a, float* st, int b, int bz, int g, int h, int qb, int kb,
+                                               int tid) {
+  const int Dh = a.Dh, T = a.T, ldr = ldr_of(Dh), j0 = kb * kTile;
+  const int nk = T - j0 < kTile ? T - j0 : kTile;
+  float* Kn = st;
+  float* dSt = st + kTile * ldr;
+  const float* ks = a.k + kvoff(a, b, j0, g);
+  const float* ds = a.dsbuf + ds_tile(a, bz, h, qb, kb);
+  if constexpr (V4) {
+    const int q4 = Dh >> 2, tk = kTile * q4;
+    for (int f = tid; f < tk; f += kThreads) {
+      const int r = f / q4, c = f - r * q4;
+      cp_async16(Kn + r * ldr + 4 * c, r < nk ? ks + r * a.ldkv + 4 * c : ks, r < nk);
+    }
+    // (dS rows past nk are never read; zero-filled like the K rows.)
+#pragma unroll
+    for (int u = 0; u < kTile * kTile / 4 / kThreads; ++u) {
+      const int f = tid + u * kThreads, r = f >> 4, c = f & 15;
+      cp_async16(dSt + r * kPad + 4 * c, r < nk ? ds + r * kTile + 4 * c : ds, r < nk);
+    }
+    cp_async_commit();
+  } else {
+    load_rows2<4, false>(Kn, ldr, ks, a.ldkv, Dh, dSt, kPad, ds, kTile, kTile, nk, tid);
+  }
+}
 
 template <int DC, bool V4>
 __global__ void __launch_bounds__(kThreads) dq_stored_kernel(Args a) {
   LS_SMEM(sm);
-  const int Dh = a.Dh, T = a.T, ldr = ldr_of(Dh);
-  float* Kn = sm;
-  float* dSt = Kn + kTile * ldr;
+  const int Dh = a.Dh, ldr = ldr_of(Dh), T = a.T;
+  const int stage = dq_stored_stage_floats(Dh);
 
   const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
   const int qb = static_cast<int>(gridDim.z) - 1 - static_cast<int>(blockIdx.z);  // long tiles first
@@ -900,34 +1010,46 @@ __global__ void __launch_bounds__(kThreads) dq_stored_kernel(Args a) {
 #pragma unroll
     for (int u = 0; u < DC; ++u) acc[r][u] = 0.0f;
 
+  dq_stored_fill<V4>(a, sm, b, bz, g, h, qb, 0, tid);
   for (int kb = 0; kb <= qb; ++kb) {
-    const int j0 = kb * kTile;
     const bool diag = kb == qb;
-    const int nk = T - j0 < kTile ? T - j0 : kTile;
-    __syncthreads();
-    // (dS rows past nk are never read; the loader zeroes them.)
-    load_rows2<(DC > 4 ? DC : 4), V4>(Kn, ldr, a.k + kvoff(a, b, j0, g), a.ldkv, Dh, dSt, kPad,
-                                      a.dsbuf + ds_tile(a, bz, h, qb, kb), kTile, kTile, nk, tid);
-    __syncthreads();
+    if constexpr (V4) cp_async_wait_all();  // this thread's copies of block kb landed
+    __syncthreads();  // everyone's copies of block kb landed; block kb - 1's readers are done
+    if (!diag) dq_stored_fill<V4>(a, sm + ((kb + 1) & 1) * stage, b, bz, g, h, qb, kb + 1, tid);
+    const float* Kn = sm + (kb & 1) * stage;
+    const float* dSt = Kn + kTile * ldr;
 
     // dq_i += dS_ij · k_j, keys ascending (j <= i).
-    const int last = diag ? 4 * ty + 3 : kTile - 1;
-    for (int c = 0; c <= last; ++c) {
-      float ds[4], kd[DC];
-      unpack(ld4(dSt + c * kPad + 4 * ty), ds);
-      load_v<DC>(Kn + c * ldr, tx, kd);
-      if (!diag || c <= 4 * ty) {
+    if (!diag) {
+#pragma unroll 4
+      for (int c = 0; c < kTile; ++c) {
+        float ds[4], kd[DC];
+        unpack(ld4(dSt + c * kPad + 4 * ty), ds);
+        load_v<DC>(Kn + c * ldr, tx, kd);
 #pragma unroll
         for (int r = 0; r < 4; ++r)
 #pragma unroll
           for (int u = 0; u < DC; ++u) acc[r][u] = fma_rn(ds[r], kd[u], acc[r][u]);
-      } else {
+      }
+    } else {
+      const int last = 4 * ty + 3;
+      for (int c = 0; c <= last; ++c) {
+        float ds[4], kd[DC];
+        unpack(ld4(dSt + c * kPad + 4 * ty), ds);
+        load_v<DC>(Kn + c * ldr, tx, kd);
+        if (c <= 4 * ty) {
 #pragma unroll
-        for (int r = 0; r < 4; ++r)
-          if (c <= 4 * ty + r) {
+          for (int r = 0; r < 4; ++r)
 #pragma unroll
             for (int u = 0; u < DC; ++u) acc[r][u] = fma_rn(ds[r], kd[u], acc[r][u]);
-          }
+        } else {
+#pragma unroll
+          for (int r = 0; r < 4; ++r)
+            if (c <= 4 * ty + r) {
+#pragma unroll
+              for (int u = 0; u < DC; ++u) acc[r][u] = fma_rn(ds[r], kd[u], acc[r][u]);
+            }
+        }
       }
     }
   }
@@ -1084,7 +1206,16 @@ void attention_bwd(const AttentionShape& s, const float* q, const float* k, cons
   a.dk = dk;
   a.dv = dv;
   const i64 rows = static_cast<i64>(a.B) * a.Hq * a.T;
-  LS_LAUNCH(delta_kernel, dim3(blocks_for(rows)), dim3(kThreads), 0, a);
+  if (a.Dh <= 128) {
+    const int R = delta_rows(a.Dh), dbytes = static_cast<int>(2u * R * delta_pitch(a.Dh) * sizeof(float));
+    const bool v4 = a.Dh % 4 == 0 && reinterpret_cast<std::uintptr_t>(a.o) % 16 == 0 &&
+                    reinterpret_cast<std::uintptr_t>(a.dout) % 16 == 0;
+    auto* const dkernel = v4 ? delta_rows_kernel<true> : delta_rows_kernel<false>;
+    LS_SET_SMEM(dkernel, dbytes);
+    LS_LAUNCH(dkernel, dim3(static_cast<unsigned>((rows + R - 1) / R)), dim3(kDeltaThreads), dbytes, a);
+  } else {
+    LS_LAUNCH(delta_kernel, dim3(blocks_for(rows)), dim3(kThreads), 0, a);
+  }
   check_launch("attention_bwd (D)");
   if (attention_tiled(s)) {
     const std::size_t per_b = ds_floats_per_batch(s);
