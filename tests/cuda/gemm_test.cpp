@@ -7,6 +7,7 @@
 // linear/BitLinear through their gates (gate_linear.cpp).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <random>
@@ -196,7 +197,10 @@ TEST(CudaGemm, LargeShapesMatchCpu) {
 
 TEST(CudaGemm, ColumnSumsMatchCpuChain) {
   REQUIRE_DEVICE();
-  for (const Dims& d : {Dims{1, 3, 0}, Dims{300, 33, 0}, Dims{1000, 768, 0}, Dims{513, 1, 0}}) {
+  // Rows off the kernel's 64-row tiles and its 5-buffer ring (321 = 5·64 + 1,
+  // 4097), columns off its 32-column blocks, and the GPT-2 shapes.
+  for (const Dims& d : {Dims{1, 3, 0}, Dims{300, 33, 0}, Dims{1000, 768, 0}, Dims{513, 1, 0}, Dims{321, 65, 0},
+                        Dims{4097, 100, 0}, Dims{16384, 768, 0}, Dims{16384, 3072, 0}}) {
     std::mt19937_64 rng(d.N * 7 + d.M);
     const auto a = random_vector(d.N * d.M, rng);
     std::vector<float> want(d.M, 0.0f);
@@ -207,6 +211,15 @@ TEST(CudaGemm, ColumnSumsMatchCpuChain) {
     gout.assign(d.M, ln::float_of(0x7F7FFFFFu));
     lc::launch::column_sums(ga.data(), d.N, d.M, gout.data());
     EXPECT_EQ(lc::gate::first_difference("db", want, gout.download()), "") << "N " << d.N << " D " << d.M;
+    if (d.N == 16384) {  // the bias gradient of a GPT-2 124M layer (B 16, T 1024): 48 per training step
+      constexpr int kReps = 20;
+      lc::synchronize();
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int r = 0; r < kReps; ++r) lc::launch::column_sums(ga.data(), d.N, d.M, gout.data());
+      lc::synchronize();
+      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / kReps;
+      std::printf("column sums %zu x %zu: %.3f ms per launch (mean of %d)\n", d.N, d.M, ms, kReps);
+    }
   }
 }
 

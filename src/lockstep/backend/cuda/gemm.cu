@@ -395,27 +395,57 @@ int checked_int(std::size_t n, const char* what) {
   return static_cast<int>(n);
 }
 
-// column_sums: a block owns 32 columns; its 8 warps stage 256 rows × 32
-// columns in shared memory (32 independent loads in flight per thread), then
-// warp 0 extends each column's chain over those rows in order.
-constexpr int kSumRows = 256;
+// column_sums: each column's sum is one sequential chain over the rows
+// (ops::column_sums), so a column is one thread's work and the time floor is
+// the chain: N dependent adds (~4 cycles each). A block owns 32 columns; warp 0
+// runs the 32 chains, and all 8 warps keep the next tiles of 64 rows × 32
+// columns in flight with cp.async into a ring of kSumStages shared buffers, so
+// the chain never waits for memory. (The previous form loaded a tile, then
+// summed it, with no overlap: 0.35 ms at N 16384 against a ~35 µs chain.)
+constexpr int kSumRows = 64, kSumStages = 5;  // 5 × 64 × 33 floats = 42 KB of shared memory
+
+__device__ __forceinline__ void cp_async4(float* dst, const float* src) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int Pending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
+}
+
 __global__ void __launch_bounds__(256) column_sums_kernel(const float* __restrict__ a, int N, int D,
                                                           float* __restrict__ out) {
-  __shared__ float tile[kSumRows][33];
+  __shared__ float tile[kSumStages][kSumRows][33];
   const int lane = static_cast<int>(threadIdx.x) & 31, warp = static_cast<int>(threadIdx.x) >> 5;
   const int j = static_cast<int>(blockIdx.x) * 32 + lane;
+  const int tiles = (N + kSumRows - 1) / kSumRows;
+  // Tile t into buffer t % kSumStages: rows warp, warp + 8, ... of it. One
+  // commit group per tile, empty past the end, so the group count is uniform.
+  const auto issue = [&](int t) {
+    if (t < tiles) {
+      const int n0 = t * kSumRows;
+      float(*buf)[33] = tile[t % kSumStages];
+      for (int r = warp; r < kSumRows; r += 8)
+        if (n0 + r < N && j < D) cp_async4(&buf[r][lane], a + static_cast<std::size_t>(n0 + r) * D + j);
+    }
+    cp_async_commit();
+  };
+  for (int t = 0; t < kSumStages - 1; ++t) issue(t);
   float acc = 0.0f;
-  for (int n0 = 0; n0 < N; n0 += kSumRows) {
-    const int rows = N - n0 < kSumRows ? N - n0 : kSumRows;
-#pragma unroll 8
-    for (int r = warp; r < kSumRows; r += 8)
-      if (r < rows && j < D) tile[r][lane] = a[static_cast<std::size_t>(n0 + r) * D + j];
-    __syncthreads();
+  for (int t = 0; t < tiles; ++t) {
+    // Into the buffer tile t - 1 used: every warp left it at the barrier
+    // ending the previous iteration.
+    issue(t + kSumStages - 1);
+    cp_async_wait<kSumStages - 1>();  // this thread's copies of tile t have landed (groups complete in order)
+    __syncthreads();                  // and everyone's
     if (warp == 0) {
-      // Unrolled so the shared-memory loads run ahead of the add chain (the
-      // chain itself, one add per row in order, is unchanged).
+      const int rows = N - t * kSumRows < kSumRows ? N - t * kSumRows : kSumRows;
+      const float(*buf)[33] = tile[t % kSumStages];
+      // The chain, one add per row in order; unrolled so the shared-memory
+      // loads run ahead of the adds.
 #pragma unroll 16
-      for (int r = 0; r < rows; ++r) acc = __fadd_rn(acc, tile[r][lane]);
+      for (int r = 0; r < rows; ++r) acc = __fadd_rn(acc, buf[r][lane]);
     }
     __syncthreads();
   }
