@@ -267,6 +267,40 @@ TEST(CudaTraining, ANonFiniteLossUpdatesNothing) {
   EXPECT_EQ(v0, v1);
 }
 
+// A kernel cannot throw: the engine checks ids and targets on the host first,
+// so the device model refuses what the CPU model refuses, with its message,
+// and its parameters are untouched.
+TEST(CudaTraining, BadTokensAreRefusedAsOnTheCpu) {
+  model::ModelConfig cfg = model::preset("gpt2-micro");
+  auto gpu = model::make_cuda_model(cfg, "off");
+  auto cpu = model::make_cpu_model(cfg);
+  gpu->init(9);
+  cpu->init(9);
+  const std::int64_t B = 1, T = 16;
+  auto in = tokens(B * T, cfg.vocab_size, 41);
+  const auto tg = tokens(B * T, cfg.vocab_size, 42);
+  in[5] = static_cast<std::int32_t>(cfg.vocab_size);
+  const auto message = [&](model::Model& m) {
+    try {
+      m.forward_backward(in, tg, B, T, false, 1);
+    } catch (const std::out_of_range& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  const std::string on_cpu = message(*cpu), on_gpu = message(*gpu);
+  std::printf("out-of-range id: cpu \"%s\", cuda \"%s\"\n", on_cpu.c_str(), on_gpu.c_str());
+  EXPECT_EQ(on_gpu, on_cpu);
+  EXPECT_NE(on_gpu, "accepted");
+  const train::AdamWConfig adamw;
+  EXPECT_THROW(gpu->train_step(in, tg, B, T, 1, 1.0f, train::adamw_scalars(adamw, 1e-3f, 1), 0), std::out_of_range);
+  const auto& after = std::as_const(*gpu).params();
+  const auto& before = std::as_const(*cpu).params();
+  for (std::size_t i = 0; i < after.size(); ++i)
+    EXPECT_EQ(0, std::memcmp(after[i].value.data(), before[i].value.data(), after[i].value.size() * 4))
+        << after[i].name;
+}
+
 TEST(CudaAudit, ARunUnderAuditsFindsNoMismatchAndStatesItsCost) {
   // Every family: gpt2 (multi-head attention), llama (grouped-query), bitnet
   // (BitLinear forward audits); the attention backward audited in each.

@@ -248,3 +248,40 @@ TEST(CpuModel, RejectsBadArguments) {
   c.n_head = 3;  // does not divide d_model
   EXPECT_THROW(m::make_cpu_model(c), std::invalid_argument);
 }
+
+// The engine checks every id and target on the host before the first step
+// runs (a device kernel set cannot throw from inside a kernel), with the op
+// specifications' messages: no step of the pass has run when it throws.
+TEST(CpuModel, BadTokensAreRefusedBeforeAnyStepRuns) {
+  const auto cfg = m::preset("gpt2-micro");
+  m::SpecModel<float> spec(cfg);
+  m::Trace trace;
+  spec.engine().trace = &trace;
+  const auto b = mt::random_batch(1, 8, cfg.vocab_size, 5, false);
+  const auto expect_refused = [&](const mt::Batch& bad, const std::string& message) {
+    trace.clear();
+    try {
+      spec.run(bad.ids, bad.targets, 1, 8, true);
+      ADD_FAILURE() << "accepted: " << message;
+    } catch (const std::out_of_range& e) {
+      EXPECT_EQ(std::string(e.what()), message);
+    }
+    EXPECT_TRUE(trace.empty()) << trace.size() << " steps ran first, e.g. " << trace.front();
+  };
+  auto bad = b;
+  bad.ids[7] = static_cast<std::int32_t>(cfg.vocab_size);
+  expect_refused(bad, "embedding: token id " + std::to_string(cfg.vocab_size) + " outside [0, " +
+                          std::to_string(cfg.vocab_size) + ")");
+  bad = b;
+  bad.ids[0] = -2;
+  expect_refused(bad, "embedding: token id -2 outside [0, " + std::to_string(cfg.vocab_size) + ")");
+  bad = b;
+  bad.targets[7] = static_cast<std::int32_t>(cfg.vocab_size) + 4;
+  expect_refused(bad, "cross_entropy: target " + std::to_string(cfg.vocab_size + 4) + " >= vocab " +
+                          std::to_string(cfg.vocab_size));
+  bad = b;
+  bad.targets[2] = -1;  // an ignored row is not an error
+  trace.clear();
+  EXPECT_NO_THROW(spec.run(bad.ids, bad.targets, 1, 8, true));
+  EXPECT_FALSE(trace.empty());
+}

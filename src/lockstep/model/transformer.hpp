@@ -144,6 +144,7 @@ class Engine {
   T run(const Index* ids, const Index* targets, std::size_t batch, std::size_t seq, bool backward,
         bool accumulate) {
     start(batch, seq, Mode::Train);
+    check_tokens(ids, targets);
     targets_ = stage(targets, 1);
     ids_ = stage(ids, 0);
     forward_pass(ids_, targets_);
@@ -172,6 +173,7 @@ class Engine {
   // values never depend on the rows computed with it).
   std::vector<T> last_logits(const Index* ids, std::size_t seq) {
     start(1, seq, Mode::Logits);
+    check_tokens(ids, nullptr);
     ids_ = stage(ids, 0);
     targets_ = nullptr;
     forward_pass(ids_, nullptr);
@@ -185,6 +187,18 @@ class Engine {
 
  private:
   enum class Mode { Train, Logits };
+
+  // Every token id and target is checked on the host before any kernel runs,
+  // with the op specifications' own messages: nothing is half-done, and a
+  // device kernel set (whose kernels cannot throw) refuses what the CPU refuses.
+  void check_tokens(const Index* ids, const Index* targets) const {
+    const ops::Embedding::Config ec{N_, V_, D_};
+    const ops::CrossEntropy::Config cc{N_, V_};
+    for (std::size_t n = 0; n < N_; ++n) {
+      ops::Embedding::row_of(ec, ids[n]);
+      if (targets != nullptr && targets[n] >= 0) ops::CrossEntropy::target(cc, targets[n]);
+    }
+  }
 
   const Index* stage(const Index* host, int slot) {
     if constexpr (requires { k_.stage_indices(host, N_, slot); })
