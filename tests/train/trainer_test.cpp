@@ -320,3 +320,31 @@ TEST(Trainer, RunInterruptedAndResumedEndsOnTheStraightRunsWeights) {
   std::fclose(sink);
   fs::remove_all(base);
 }
+
+// A device this machine cannot run is refused before anything is prepared or
+// written (on a GPU machine the CUDA half has nothing to refuse and is skipped).
+TEST(Trainer, AnUnusableDeviceIsRefusedBeforeTheData) {
+  std::string why;
+  EXPECT_TRUE(model::device_available("cpu", &why));
+  EXPECT_FALSE(model::device_available("tpu", &why));
+  EXPECT_EQ(why, "unknown device 'tpu' (cpu or cuda)");
+  if (model::device_available("cuda", &why)) GTEST_SKIP() << "a CUDA device is usable here";
+  const fs::path base = temp_dir("nodevice");
+  std::ofstream(base / "text.txt") << sample_text(20);
+  TrainConfig c = micro();
+  c.data = (base / "text.txt").string();
+  c.device = "cuda";
+  c.out = (base / "out").string();
+  std::FILE* sink = std::fopen("/dev/null", "w");
+  RunOptions ro;
+  ro.out = sink;
+  try {
+    run_training(c, ro);
+    ADD_FAILURE() << "ran on an unusable device";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), "--device cuda: " + why) << e.what();
+  }
+  std::fclose(sink);
+  EXPECT_FALSE(fs::exists(base / "out")) << "the run wrote before refusing the device";
+  fs::remove_all(base);
+}

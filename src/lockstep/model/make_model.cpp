@@ -12,10 +12,24 @@
 namespace lockstep::model {
 
 #if !defined(LOCKSTEP_HAVE_CUDA)
+namespace {
+constexpr const char* kNoCudaBuild = "this build of lockstep has no CUDA backend (configure with LOCKSTEP_CUDA=ON)";
+}
 std::unique_ptr<Model> make_cuda_model(const ModelConfig&, const std::string&) {
-  throw std::runtime_error("--device cuda: this build of lockstep has no CUDA backend (configure with LOCKSTEP_CUDA=ON)");
+  throw std::runtime_error(std::string("--device cuda: ") + kNoCudaBuild);
+}
+bool cuda_device_available(std::string* why) {
+  if (why) *why = kNoCudaBuild;
+  return false;
 }
 #endif
+
+bool device_available(const std::string& device, std::string* why) {
+  if (device == "cpu") return true;
+  if (device == "cuda") return cuda_device_available(why);
+  if (why) *why = "unknown device '" + device + "' (cpu or cuda)";
+  return false;
+}
 
 void check_batch(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets, std::int64_t batch,
                  std::int64_t seq) {

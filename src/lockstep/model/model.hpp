@@ -132,6 +132,11 @@ std::unique_ptr<Model> make_cpu_model(const ModelConfig& cfg);
 // audit: the live audits (backend/cuda/audit.hpp) of its matrix products and
 // attention launches: "stop" (a mismatch stops the run), "warn", or "off".
 std::unique_ptr<Model> make_cuda_model(const ModelConfig& cfg, const std::string& audit = "stop");
+// Whether make_model(cfg, device, ...) can run here ("cpu": always; "cuda": a
+// CUDA build with a usable device), and if not why, in words a user can act
+// on. Cheap: the trainer asks before it prepares data.
+bool device_available(const std::string& device, std::string* why = nullptr);
+bool cuda_device_available(std::string* why);  // device_available("cuda"): backend/cuda, or the stand-in
 
 // device "cpu" or "cuda" (throws std::invalid_argument naming --device or
 // --audit otherwise); audit applies to cuda.

@@ -197,6 +197,10 @@ RunSummary run_training(TrainConfig cfg, const RunOptions& opt) {
         if (e.is_directory() && e.path().filename().string().rfind("step-", 0) == 0) fs::remove_all(e.path());
     }
   }
+  // The device before the data: a missing GPU is said at once, not after the
+  // corpus and tokenizer have been prepared.
+  if (std::string why; !opt.make_model && !model::device_available(cfg.device, &why))
+    throw std::runtime_error("--device " + cfg.device + ": " + why);
   const fs::path run_dir(cfg.out);
   fs::create_directories(run_dir);
   write_text_atomic(run_dir / "run.json", cfg.to_json() + "\n");

@@ -329,9 +329,16 @@ class CudaModel final : public Model {
 
 }  // namespace
 
+bool cuda_device_available(std::string* why) {
+  std::string reason;
+  if (cuda::available(&reason)) return true;
+  if (why) *why = "no usable CUDA device here (" + reason + "); --device cpu computes the same bits";
+  return false;
+}
+
 std::unique_ptr<Model> make_cuda_model(const ModelConfig& cfg, const std::string& audit) {
   std::string why;
-  if (!cuda::available(&why)) throw std::runtime_error("--device cuda: " + why);
+  if (!cuda_device_available(&why)) throw std::runtime_error("--device cuda: " + why);
   gate_once();
   cuda::audit::Options o = cuda::audit::options();
   o.enabled = audit != "off";
