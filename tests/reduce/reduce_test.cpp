@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "lockstep/num/reduce.hpp"
+#include "lockstep/num/reduce_kinds.hpp"
 #include "test_data.hpp"
 
 namespace {
@@ -28,54 +29,9 @@ constexpr bool kSanitizer = true;
 constexpr bool kSanitizer = false;
 #endif
 
-enum class Kind { sum, sumsq, dot, max, min };
-constexpr Kind kKinds[] = {Kind::sum, Kind::sumsq, Kind::dot, Kind::max, Kind::min};
-
-const char* kind_name(Kind k) {
-  switch (k) {
-    case Kind::sum: return "sum";
-    case Kind::sumsq: return "sumsq";
-    case Kind::dot: return "dot";
-    case Kind::max: return "max";
-    case Kind::min: return "min";
-  }
-  return "?";
-}
+using namespace rd::by_kind;
 
 using Candidate = std::function<float(Kind, const float*, const float*, std::size_t)>;
-
-float fast(Kind k, const float* x, const float* y, std::size_t n) {
-  switch (k) {
-    case Kind::sum: return rd::sum(x, n);
-    case Kind::sumsq: return rd::sumsq(x, n);
-    case Kind::dot: return rd::dot(x, y, n);
-    case Kind::max: return rd::max(x, n);
-    case Kind::min: return rd::min(x, n);
-  }
-  return 0.0f;
-}
-
-float reference(Kind k, const float* x, const float* y, std::size_t n) {
-  switch (k) {
-    case Kind::sum: return rd::ref::sum(x, n);
-    case Kind::sumsq: return rd::ref::sumsq(x, n);
-    case Kind::dot: return rd::ref::dot(x, y, n);
-    case Kind::max: return rd::ref::max(x, n);
-    case Kind::min: return rd::ref::min(x, n);
-  }
-  return 0.0f;
-}
-
-float parallel(Kind k, const float* x, const float* y, std::size_t n, int threads) {
-  switch (k) {
-    case Kind::sum: return rd::sum_parallel(x, n, threads);
-    case Kind::sumsq: return rd::sumsq_parallel(x, n, threads);
-    case Kind::dot: return rd::dot_parallel(x, y, n, threads);
-    case Kind::max: return rd::max_parallel(x, n, threads);
-    case Kind::min: return rd::min_parallel(x, n, threads);
-  }
-  return 0.0f;
-}
 
 // The lengths every comparison runs: edges of a lane row, a chunk, a level.
 std::vector<std::size_t> lengths(bool with_random) {

@@ -15,6 +15,7 @@
 
 #include "lockstep/num/hash.hpp"
 #include "lockstep/num/reduce.hpp"
+#include "lockstep/num/reduce_kinds.hpp"
 #include "lockstep/num/rng.hpp"
 #include "lockstep/verify/suites.hpp"
 
@@ -68,43 +69,7 @@ std::vector<float> make(int profile, std::uint64_t seed, std::size_t n) {
   return x;
 }
 
-enum class Kind { sum, sumsq, dot, max, min };
-constexpr std::array<Kind, 5> kKinds = {Kind::sum, Kind::sumsq, Kind::dot, Kind::max, Kind::min};
-const char* name(Kind k) {
-  constexpr const char* names[] = {"sum", "sumsq", "dot", "max", "min"};
-  return names[static_cast<int>(k)];
-}
-
-float fast(Kind k, const float* x, const float* y, std::size_t n) {
-  switch (k) {
-    case Kind::sum: return rd::sum(x, n);
-    case Kind::sumsq: return rd::sumsq(x, n);
-    case Kind::dot: return rd::dot(x, y, n);
-    case Kind::max: return rd::max(x, n);
-    case Kind::min: return rd::min(x, n);
-  }
-  return 0.0f;
-}
-float reference(Kind k, const float* x, const float* y, std::size_t n) {
-  switch (k) {
-    case Kind::sum: return rd::ref::sum(x, n);
-    case Kind::sumsq: return rd::ref::sumsq(x, n);
-    case Kind::dot: return rd::ref::dot(x, y, n);
-    case Kind::max: return rd::ref::max(x, n);
-    case Kind::min: return rd::ref::min(x, n);
-  }
-  return 0.0f;
-}
-float parallel(Kind k, const float* x, const float* y, std::size_t n, int threads) {
-  switch (k) {
-    case Kind::sum: return rd::sum_parallel(x, n, threads);
-    case Kind::sumsq: return rd::sumsq_parallel(x, n, threads);
-    case Kind::dot: return rd::dot_parallel(x, y, n, threads);
-    case Kind::max: return rd::max_parallel(x, n, threads);
-    case Kind::min: return rd::min_parallel(x, n, threads);
-  }
-  return 0.0f;
-}
+using namespace reduce::by_kind;
 
 // A sum in a configurable (possibly wrong) order: `lanes` lanes, the tree's
 // offsets in `tree`, chunks of `chunk`; lanes = 1 is the naive order.
@@ -173,7 +138,7 @@ verify::Table verify_reductions(const verify::Options& opt) {
       const std::vector<float> x = make(p, s, n), y = make(p, s + 1, n);
       for (Kind k : kKinds) {
         const std::uint32_t want = bits_of(reference(k, x.data(), y.data(), n));
-        const std::string what = fmt::format("{} n={} profile {}", name(k), n, p);
+        const std::string what = fmt::format("{} n={} profile {}", kind_name(k), n, p);
         vs_ref[static_cast<std::size_t>(k)].check(bits_of(fast(k, x.data(), y.data(), n)) == want,
                                                   what);
         for (int th : thread_counts)
@@ -185,7 +150,7 @@ verify::Table verify_reductions(const verify::Options& opt) {
   }
   for (Kind k : kKinds) {
     const Count& c = vs_ref[static_cast<std::size_t>(k)];
-    add_row(table, fmt::format("{} fast == reference", name(k)), c, c.mismatches == 0);
+    add_row(table, fmt::format("{} fast == reference", kind_name(k)), c, c.mismatches == 0);
   }
   add_row(table, "all kinds, threads 1/2/7/opt == reference", threads, threads.mismatches == 0);
   add_row(table, "NaN results are the canonical NaN", nan, nan.mismatches == 0 && nan.cases > 0);
