@@ -34,6 +34,7 @@
 #include <string>
 
 #include "lockstep/backend/cuda/device.hpp"
+#include "lockstep/backend/cuda/gemm_epilogue.cuh"
 #include "lockstep/backend/cuda/gemm_launch.hpp"
 #include "lockstep/backend/cuda/mutant.hpp"
 #include "lockstep/num/fp.hpp"
@@ -63,13 +64,9 @@ struct Cfg {
   static_assert(BM * BK == 4 * kThreads, "each thread stages 4 elements of each operand");
 };
 
-struct Epi {
-  const float* bias;
-  const float* row_scale;
-  const float* scale;
-};
-
-__device__ __forceinline__ float canonical(float x) { return x != x ? __int_as_float(0x7FC00000) : x; }
+using detail::epilogue_cell;
+using detail::Epi;
+using detail::store_four;
 
 // One operand tile: rows r0..r0+BM-1 of the operand's outer index (i of A, j
 // of B) by k0..k0+BK-1. KC: element (r, k) at p[r*ld + k] (k contiguous),
@@ -248,20 +245,8 @@ __global__ void __launch_bounds__(kThreads, S == 2 ? 2 : 4)
       const int jb = j0 + h * 64 + tx * 4;
       float v[4];
 #pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int j = jb + c;
-        float x = canonical(acc[r][h * 4 + c]);
-        if (epi.bias != nullptr && j < J) x = __fadd_rn(x, epi.bias[j]);
-        if (epi.row_scale != nullptr) x = __fmul_rn(__fmul_rn(x, rs), scale);
-        v[c] = x;
-      }
-      if (vec_store && jb + 3 < jlimit) {
-        *reinterpret_cast<float4*>(crow + jb) = make_float4(v[0], v[1], v[2], v[3]);
-      } else {
-#pragma unroll
-        for (int c = 0; c < 4; ++c)
-          if (jb + c < jlimit) crow[jb + c] = v[c];
-      }
+      for (int c = 0; c < 4; ++c) v[c] = epilogue_cell(acc[r][h * 4 + c], epi, jb + c, J, rs, scale);
+      store_four(crow, jb, v, vec_store, jlimit);
     }
   }
 }

@@ -49,6 +49,7 @@
 
 #include <cstdint>
 
+#include "lockstep/backend/cuda/gemm_epilogue.cuh"
 #include "lockstep/backend/cuda/gemm_launch.hpp"
 
 namespace lockstep::cuda::launch::detail {
@@ -72,13 +73,6 @@ using T48 = TCfg<0, 3, 2, 0, 16, 2>;    // 5: 48×128, 3×8
 using T128W = TCfg<2, 0, 2, 1, 8, 1>;   // 6: 128×144, 8×9 (v3; until v2, 6 was 128×128 with k tiles of 8)
 using T128K = TCfg<2, 0, 2, 0, 16, 2>;  // 7: 128×128, 8×8, k tiles of 16
 
-struct Epi {
-  const float* bias;
-  const float* row_scale;
-  const float* scale;
-};
-
-__device__ __forceinline__ float canonical(float x) { return x != x ? __int_as_float(0x7FC00000) : x; }
 
 // One operand's staged tile: rows r0..r0+BR-1 of its outer index (i of A, j
 // of B) by k0..k0+BK-1. KC: element (r, k) at p[r*ld + k], else p[k*ld + r].
@@ -265,27 +259,13 @@ __global__ void __launch_bounds__(kThreads, C::MINB)
       const int jb = j0 + n * 64 + tx * 4;
       float v[4];
 #pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int j = jb + c;
-        float x = canonical(acc[r][n * 4 + c]);
-        if (epi.bias != nullptr && j < J) x = __fadd_rn(x, epi.bias[j]);
-        if (epi.row_scale != nullptr) x = __fmul_rn(__fmul_rn(x, rs), scale);
-        v[c] = x;
-      }
-      if (vec_store && jb + 3 < jlimit) {
-        *reinterpret_cast<float4*>(crow + jb) = make_float4(v[0], v[1], v[2], v[3]);
-      } else {
-#pragma unroll
-        for (int c = 0; c < 4; ++c)
-          if (jb + c < jlimit) crow[jb + c] = v[c];
-      }
+      for (int c = 0; c < 4; ++c) v[c] = epilogue_cell(acc[r][n * 4 + c], epi, jb + c, J, rs, scale);
+      store_four(crow, jb, v, vec_store, jlimit);
     }
 #pragma unroll
     for (int q = 0; q < C::QN; ++q) {  // the single columns
       const int j = j0 + C::PN * 64 + q * 16 + tx;
-      float x = canonical(acc[r][4 * C::PN + q]);
-      if (epi.bias != nullptr && j < J) x = __fadd_rn(x, epi.bias[j]);
-      if (epi.row_scale != nullptr) x = __fmul_rn(__fmul_rn(x, rs), scale);
+      const float x = epilogue_cell(acc[r][4 * C::PN + q], epi, j, J, rs, scale);
       if (j < jlimit) crow[j] = x;
     }
   }
