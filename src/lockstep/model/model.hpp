@@ -101,8 +101,9 @@ class Model {
   // tokens, micro-batch after micro-batch), each's gradient accumulated; the
   // loss is the float sum of the micro-batch means in order (from +0), divided
   // by accum when accum > 1; then what optimizer_step(1/accum, max_norm, s)
-  // does — unless the loss is not finite: then nothing is updated and the loss is
-  // returned for the caller to refuse the step. The result is that of
+  // does — unless the loss is not finite: then no parameter or moment is
+  // updated and the loss is returned for the caller to refuse the step (the
+  // gradients may already carry the 1/accum scale: they are not checkpointed). The result is that of
   // forward_backward per micro-batch then optimizer_step, bit for bit; a
   // device model runs it without waiting for the device until the step's end.
   struct StepStats {

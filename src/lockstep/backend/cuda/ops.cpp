@@ -23,7 +23,9 @@ const OpKernels::Index* OpKernels::stage_indices(const Index* host, std::size_t 
 
 void OpKernels::stage_step(const Index* inputs, const Index* targets, std::size_t n) {
   // The bounce buffer may be rewritten only when its last copy is done: every
-  // step ends with a wait for the device (its read-back), so it is.
+  // step ends with a wait for the device (its read-back), so it is. (A step
+  // that threw before its end may leave that copy in flight; it then carries
+  // a discarded batch, and this step's copy lands after it in stream order.)
   pinned_.resize(2 * n);
   std::memcpy(pinned_.data(), inputs, n * sizeof(Index));
   std::memcpy(pinned_.data() + n, targets, n * sizeof(Index));
