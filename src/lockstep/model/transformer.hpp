@@ -144,13 +144,11 @@ class Engine {
   T run(const Index* ids, const Index* targets, std::size_t batch, std::size_t seq, bool backward,
         bool accumulate) {
     start(batch, seq, Mode::Train);
-    check_tokens(ids, targets);
+    // The mean is over the rows with a target (counted on the host's copy).
+    const std::size_t n_valid = check_tokens(ids, targets);
     targets_ = stage(targets, 1);
     ids_ = stage(ids, 0);
     forward_pass(ids_, targets_);
-    // The mean over the rows with a target (counted on the host's copy).
-    std::size_t n_valid = 0;
-    for (std::size_t n = 0; n < N_; ++n) n_valid += targets[n] >= 0;
     T loss;
     if constexpr (requires { k_.loss_mean(s_.loss.data(), N_, n_valid); })
       loss = k_.loss_mean(s_.loss.data(), N_, n_valid);
@@ -191,13 +189,19 @@ class Engine {
   // Every token id and target is checked on the host before any kernel runs,
   // with the op specifications' own messages: nothing is half-done, and a
   // device kernel set (whose kernels cannot throw) refuses what the CPU refuses.
-  void check_tokens(const Index* ids, const Index* targets) const {
+  // Returns how many rows have a target (>= 0).
+  std::size_t check_tokens(const Index* ids, const Index* targets) const {
     const ops::Embedding::Config ec{N_, V_, D_};
     const ops::CrossEntropy::Config cc{N_, V_};
+    std::size_t with_target = 0;
     for (std::size_t n = 0; n < N_; ++n) {
       ops::Embedding::row_of(ec, ids[n]);
-      if (targets != nullptr && targets[n] >= 0) ops::CrossEntropy::target(cc, targets[n]);
+      if (targets != nullptr && targets[n] >= 0) {
+        ops::CrossEntropy::target(cc, targets[n]);
+        ++with_target;
+      }
     }
+    return with_target;
   }
 
   const Index* stage(const Index* host, int slot) {
