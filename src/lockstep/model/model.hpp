@@ -125,19 +125,24 @@ void check_batch(std::span<const std::int32_t> inputs, std::span<const std::int3
 // The CPU model for a config (throws std::invalid_argument on a bad config).
 std::unique_ptr<Model> make_cpu_model(const ModelConfig& cfg);
 
-// The same model on the CUDA device (backend/cuda/): the same engine over the
-// CUDA kernel set, so the same loss and gradient bits as make_cpu_model. The
-// first call in a process runs the start-up gates (backend/cuda/gate.hpp) and
-// throws std::runtime_error naming a refused kernel; it also throws when the
-// build has no CUDA backend or no device is present.
+#if defined(LOCKSTEP_HAVE_CUDA)
+// The same model on the CUDA device (model/cuda_model.cpp): the same engine
+// over the CUDA kernel set (backend/cuda/), so the same loss and gradient bits
+// as make_cpu_model. The first call in a process runs the start-up gates
+// (backend/cuda/gate.hpp) and throws std::runtime_error naming a refused
+// kernel; it also throws when no device is present.
 // audit: the live audits (backend/cuda/audit.hpp) of its matrix products and
 // attention launches: "stop" (a mismatch stops the run), "warn", or "off".
+// Declared only in a build with the CUDA backend (CMake defines
+// LOCKSTEP_HAVE_CUDA and compiles model/cuda_model.cpp): without it there is no
+// such function to call, and make_model refuses --device cuda by itself.
 std::unique_ptr<Model> make_cuda_model(const ModelConfig& cfg, const std::string& audit = "stop");
+bool cuda_device_available(std::string* why);  // device_available("cuda") in a CUDA build
+#endif
 // Whether make_model(cfg, device, ...) can run here ("cpu": always; "cuda": a
 // CUDA build with a usable device), and if not why, in words a user can act
 // on. Cheap: the trainer asks before it prepares data.
 bool device_available(const std::string& device, std::string* why = nullptr);
-bool cuda_device_available(std::string* why);  // device_available("cuda"): backend/cuda, or the stand-in
 
 // device "cpu" or "cuda" (throws std::invalid_argument naming --device or
 // --audit otherwise); audit applies to cuda.

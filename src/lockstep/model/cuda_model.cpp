@@ -6,6 +6,9 @@
 // CPU's at start-up; so the loss and the gradients are the CPU model's bits,
 // and the optimizer kernels (optim_launch.hpp) are the host loop's expressions.
 // A training step (train_step) waits for the device once, at its end.
+// It lives in model/, beside the CPU model: it is the model layer over the
+// CUDA kernel set, and backend/ includes nothing from model/ (docs/ARCHITECTURE.md
+// "Layers"). CMake compiles it only in a build with the CUDA backend.
 #include <algorithm>
 #include <array>
 #include <chrono>
