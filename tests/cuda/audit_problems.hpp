@@ -67,7 +67,7 @@ struct BitLinearProblem {
     w = uniform(M * K, stream + 1, -0.1f, 0.2f);
     y.assign(N * M, std::numeric_limits<float>::quiet_NaN());
     cpu::OpKernels kern;
-    model::Aux aux;
+    cpu::Aux aux;
     kern.bitlinear_fwd({N, K, M}, x.data(), w.data(), y.data(), aux);
     scale = aux.s;
   }

@@ -261,7 +261,7 @@ TEST(CudaPointwise, Gpt2ShapesMatchTheCpuAndTimings) {
            f4 * 4 * N * F);
     {
       std::vector<float> y(N * F), dx(N * F);
-      lockstep::model::Aux caux;
+      lockstep::cpu::Aux caux;
       c.gelu_fwd(ec, a.data(), y.data(), caux);
       c.gelu_bwd(ec, a.data(), dy.data(), dx.data(), caux);
       EXPECT_EQ(differing(y, d_y.download()) + differing(caux.a, aux.a.download()), 0u) << "gelu_fwd";

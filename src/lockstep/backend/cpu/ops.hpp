@@ -23,7 +23,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "lockstep/model/kernel_aux.hpp"
+#include "lockstep/backend/cpu/kernel_aux.hpp"
 #include "lockstep/ops/all.hpp"
 
 namespace lockstep::cpu {
@@ -38,7 +38,7 @@ std::size_t min_parallel_work();
 class OpKernels {
  public:
   using Index = ops::Index;
-  using Aux = model::Aux;
+  using Aux = cpu::Aux;
 
   int threads = 1;  // set by the caller before each pass (util::resolve_threads)
 

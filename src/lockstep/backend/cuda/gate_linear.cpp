@@ -83,7 +83,7 @@ std::string linear_bwd_case(const Shape& s, bool bias, std::uint64_t seed) {
                    bias ? first_difference("db", db, gdb.download()) : std::string()});
 }
 
-std::string compare_aux(const model::Aux& a, const Aux& g) {
+std::string compare_aux(const cpu::Aux& a, const Aux& g) {
   const float gs = g.scale();
   if (a.s != gs && !(a.s != a.s && gs != gs)) return fmt::format("aux.s (weight scale): cpu {} vs cuda {}", a.s, gs);
   return first_of({first_difference("aux.a (x̂)", a.a, g.a.download()), first_difference("aux.b (Ŵ)", a.b, g.b.download())});
@@ -95,7 +95,7 @@ std::string bitlinear_fwd_case(const Shape& s, std::uint64_t seed) {
   // Activations with a spread of magnitudes per row; weights around the scale.
   const auto x = random_vector(s.rows * s.in, rng, -3.0f, 3.0f), w = random_vector(s.out * s.in, rng, -0.1f, 0.1f);
   std::vector<float> y(s.rows * s.out);
-  model::Aux aux;
+  cpu::Aux aux;
   auto ck = cpu_kernels();
   ck.bitlinear_fwd(c, x.data(), w.data(), y.data(), aux);
 
@@ -116,7 +116,7 @@ std::string bitlinear_bwd_case(const Shape& s, bool kept_aux, std::uint64_t seed
   const auto x = random_vector(s.rows * s.in, rng, -3.0f, 3.0f), w = random_vector(s.out * s.in, rng, -0.1f, 0.1f),
              dy = random_vector(s.rows * s.out, rng);
   std::vector<float> y(s.rows * s.out), dx(s.rows * s.in), dw(s.out * s.in);
-  model::Aux aux;
+  cpu::Aux aux;
   auto ck = cpu_kernels();
   if (kept_aux) ck.bitlinear_fwd(c, x.data(), w.data(), y.data(), aux);
   ck.bitlinear_bwd(c, x.data(), w.data(), dy.data(), dx.data(), dw.data(), aux);

@@ -264,7 +264,7 @@ void elementwise_cases() {
       ad::Rng rng(seed);
       const Vec x = inputs(rng, c.n, 3.0, 1e30f);
       Vec y(c.n);
-      model::Aux aux;
+      cpu::Aux aux;
       cpu::OpKernels().gelu_fwd(c, x.data(), y.data(), aux);
       auto d_x = up(x);
       auto d_y = out(c.n);
@@ -277,7 +277,7 @@ void elementwise_cases() {
         ad::Rng rng(seed);
         const Vec x = inputs(rng, c.n, 3.0, 30.0f), dy = inputs(rng, c.n, 1.0, 1e3f);
         cpu::OpKernels k;
-        model::Aux aux;
+        cpu::Aux aux;
         Vec y(c.n), dx(c.n);
         k.gelu_fwd(c, x.data(), y.data(), aux);
         if (!kept) aux.a.clear();
@@ -295,7 +295,7 @@ void elementwise_cases() {
       ad::Rng rng(seed);
       const Vec g = inputs(rng, c.n, 4.0, 200.0f), u = inputs(rng, c.n, 1.0, 1e30f);
       Vec y(c.n);
-      model::Aux aux;
+      cpu::Aux aux;
       cpu::OpKernels().swiglu_fwd(c, g.data(), u.data(), y.data(), aux);
       auto d_g = up(g);
       auto d_u = up(u);
@@ -311,7 +311,7 @@ void elementwise_cases() {
             const Vec g = inputs(rng, c.n, 4.0, 200.0f), u = inputs(rng, c.n, 1.0, 1e4f),
                       dy = inputs(rng, c.n, 1.0, 1e3f);
             cpu::OpKernels k;
-            model::Aux aux;
+            cpu::Aux aux;
             Vec y(c.n), dg(c.n), du(c.n);
             k.swiglu_fwd(c, g.data(), u.data(), y.data(), aux);
             if (!kept) aux.a.clear();
@@ -332,7 +332,7 @@ void elementwise_cases() {
       // r² may overflow to inf, but never meets a zero `up` as inf·0 (a NaN).
       const Vec g = inputs(rng, c.n, 2.0, 1e15f), u = inputs(rng, c.n, 1.0, 1e10f);
       Vec y(c.n);
-      model::Aux aux;
+      cpu::Aux aux;
       cpu::OpKernels().relu2mul_fwd(c, g.data(), u.data(), y.data(), aux);
       auto d_g = up(g);
       auto d_u = up(u);
@@ -344,7 +344,7 @@ void elementwise_cases() {
     add("relu2mul_bwd", shape, [c](std::uint64_t seed) -> std::string {
       ad::Rng rng(seed);
       const Vec g = inputs(rng, c.n, 2.0, 1e6f), u = inputs(rng, c.n, 1.0, 1e6f), dy = inputs(rng, c.n, 1.0, 1e3f);
-      model::Aux aux;
+      cpu::Aux aux;
       Vec dg(c.n), du(c.n);
       cpu::OpKernels().relu2mul_bwd(c, g.data(), u.data(), dy.data(), dg.data(), du.data(), aux);
       auto d_g = up(g);

@@ -25,7 +25,7 @@
 
 namespace lockstep::cuda {
 
-// What a forward keeps for its backward, on the device (model::Aux's twin).
+// What a forward keeps for its backward, on the device (cpu::Aux's twin).
 // The weight scale stays on the device (reading it would make the host wait);
 // scale() reads it back for the gates and the audits.
 struct Aux {
