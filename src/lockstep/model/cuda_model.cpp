@@ -30,7 +30,7 @@
 #include "lockstep/model/params.hpp"
 #include "lockstep/model/transformer.hpp"
 #include "lockstep/num/reduce.hpp"
-#include "lockstep/train/optim.hpp"
+#include "lockstep/ops/optim.hpp"
 
 namespace lockstep::model {
 namespace {
@@ -136,7 +136,7 @@ class CudaModel final : public Model {
   // norm) are made there (optim_launch.hpp); then the control block is read.
   StepStats train_step(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets,
                        std::int64_t batch, std::int64_t seq, std::int64_t accum, float max_norm,
-                       const train::AdamWScalars& s, int) override {
+                       const ops::AdamWScalars& s, int) override {
     if (accum < 1) throw std::invalid_argument(fmt::format("train_step: accum must be >= 1, got {}", accum));
     const auto micro = static_cast<std::size_t>(batch * seq);
     const auto A = static_cast<std::size_t>(accum);
@@ -226,7 +226,7 @@ class CudaModel final : public Model {
     }
   }
 
-  float optimizer_step(float grad_scale, float max_norm, const train::AdamWScalars& s) override {
+  float optimizer_step(float grad_scale, float max_norm, const ops::AdamWScalars& s) override {
     sync_device_values();
     if (!device_grads_) upload_grads();
     const auto c = update(grad_scale, max_norm, s, nullptr, 0);
@@ -240,7 +240,7 @@ class CudaModel final : public Model {
   // sum, sqrt, the clip scale, AdamW with the clip applied in place — all
   // skipped by the kernels themselves when the loss or the norm is not
   // finite. Then the control block is read back: the one wait of a step.
-  std::array<float, launch::kControlSize> update(float grad_scale, float max_norm, const train::AdamWScalars& s,
+  std::array<float, launch::kControlSize> update(float grad_scale, float max_norm, const ops::AdamWScalars& s,
                                                  const float* losses, std::size_t accum) {
     if (grad_scale != 1.0f) launch::scale_all(table_.data(), table_count_, max_n_, grad_scale);
     launch::grad_norms(table_.data(), table_count_, total_chunks_, partials_.data(), norms_.data());

@@ -19,8 +19,8 @@
 
 #include "lockstep/model/config.hpp"
 
-namespace lockstep::train {
-struct AdamWScalars;
+namespace lockstep::ops {
+struct AdamWScalars;  // the optimizer op's per-step scalars (ops/optim.hpp)
 }
 
 namespace lockstep::model {
@@ -76,9 +76,9 @@ class Model {
   // --- Optional: the optimizer step on the model's own storage ---------------
   // A device model updates its parameters where they live, so values and
   // gradients do not cross to the host every step. The trainer then calls
-  // these instead of its host loop; the update is train/optim.hpp's, bit for
-  // bit (the same per-tensor canonical sums of squares, the same clip scale,
-  // the same adamw_element).
+  // these instead of its host loop; the update is the optimizer op's
+  // (ops/optim.hpp), bit for bit (the same per-tensor canonical sums of
+  // squares, the same clip scale, the same adamw_element).
   virtual bool owns_optimizer() const { return false; }
   // The AdamW moments (the trainer's OptimizerState layout: one vector per
   // parameter, empty for a frozen one), in and out.
@@ -92,7 +92,7 @@ class Model {
   // (when > 0), then AdamW with `s`. Returns the norm before clipping; throws
   // std::runtime_error naming the tensor on a non-finite gradient (as
   // train::clip_grad_norm does), with no update applied.
-  virtual float optimizer_step(float /*grad_scale*/, float /*max_norm*/, const train::AdamWScalars&) {
+  virtual float optimizer_step(float /*grad_scale*/, float /*max_norm*/, const ops::AdamWScalars&) {
     throw std::logic_error("optimizer_step: this model does not own its optimizer");
   }
 
@@ -112,7 +112,7 @@ class Model {
   };
   virtual StepStats train_step(std::span<const std::int32_t> /*inputs*/, std::span<const std::int32_t> /*targets*/,
                                std::int64_t /*batch*/, std::int64_t /*seq*/, std::int64_t /*accum*/,
-                               float /*max_norm*/, const train::AdamWScalars&, int /*threads*/) {
+                               float /*max_norm*/, const ops::AdamWScalars&, int /*threads*/) {
     throw std::logic_error("train_step: this model does not own its optimizer");
   }
 };

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "lockstep/num/hash.hpp"
+#include "lockstep/ops/optim.hpp"
 #include "lockstep/util/parallel.hpp"
 
 namespace lockstep::train {
@@ -100,14 +101,15 @@ StepResult Trainer::step() {
     return {s + 1, r.loss, lr, r.norm, static_cast<std::uint64_t>(B * A * T)};
   }
 
-  float loss_sum = 0.0f;
+  // The optimizer op's sequence (ops/optim.hpp) on the host.
+  std::vector<float> losses(static_cast<std::size_t>(A));
   const auto micro = static_cast<std::size_t>(B * T);
   for (std::int64_t a = 0; a < A; ++a) {
     const auto off = static_cast<std::size_t>(a) * micro;
-    loss_sum += model_->forward_backward(std::span(b.inputs.data() + off, micro),
-                                         std::span(b.targets.data() + off, micro), B, T, a > 0, threads_);
+    losses[static_cast<std::size_t>(a)] = model_->forward_backward(
+        std::span(b.inputs.data() + off, micro), std::span(b.targets.data() + off, micro), B, T, a > 0, threads_);
   }
-  const float loss = A > 1 ? loss_sum / static_cast<float>(A) : loss_sum;
+  const float loss = ops::step_loss(losses.data(), losses.size());
   refuse_loss(loss);
 
   auto& ps = model_->params();
@@ -118,13 +120,12 @@ StepResult Trainer::step() {
     if (!p.trainable) continue;
     slots.push_back({p.name, p.value, p.grad, opt_.m[i], opt_.v[i], p.decay});
   }
-  if (A > 1) {
-    const float inv = 1.0f / static_cast<float>(A);
+  const float grad_scale = ops::accum_grad_scale(static_cast<std::size_t>(A));
+  if (grad_scale != 1.0f)
     for (ParamSlot& sl : slots)
       util::parallel_for(sl.grad.size(), threads_, std::size_t{1} << 14, [&](std::size_t lo, std::size_t hi) {
-        for (std::size_t i = lo; i < hi; ++i) sl.grad[i] *= inv;
+        for (std::size_t i = lo; i < hi; ++i) sl.grad[i] = ops::scale_grad(sl.grad[i], grad_scale);
       });
-  }
   const float norm = clip_grad_norm(slots, static_cast<float>(cfg_.grad_clip), threads_);
   adamw_step(slots, adamw_scalars(adamw_, lr, s + 1), threads_);
   opt_.step = s + 1;
