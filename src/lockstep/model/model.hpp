@@ -18,10 +18,7 @@
 #include <vector>
 
 #include "lockstep/model/config.hpp"
-
-namespace lockstep::ops {
-struct AdamWScalars;  // the optimizer op's per-step scalars (ops/optim.hpp)
-}
+#include "lockstep/model/step_stages.hpp"
 
 namespace lockstep::model {
 
@@ -73,48 +70,13 @@ class Model {
   // gates proved, its live audits' launches, cells and cost); "" for the CPU model.
   virtual std::string report() const { return {}; }
 
-  // --- Optional: the optimizer step on the model's own storage ---------------
-  // A device model updates its parameters where they live, so values and
-  // gradients do not cross to the host every step. The trainer then calls
-  // these instead of its host loop; the update is the optimizer op's
-  // (ops/optim.hpp), bit for bit (the same per-tensor canonical sums of
-  // squares, the same clip scale, the same adamw_element).
-  virtual bool owns_optimizer() const { return false; }
-  // The AdamW moments (the trainer's OptimizerState layout: one vector per
-  // parameter, empty for a frozen one), in and out.
-  virtual void set_moments(const std::vector<std::vector<float>>&, const std::vector<std::vector<float>>&) {
-    throw std::logic_error("set_moments: this model does not own its optimizer");
-  }
-  virtual void get_moments(std::vector<std::vector<float>>&, std::vector<std::vector<float>>&) const {
-    throw std::logic_error("get_moments: this model does not own its optimizer");
-  }
-  // grads *= grad_scale (when != 1), the global L2 norm, clipping to max_norm
-  // (when > 0), then AdamW with `s`. Returns the norm before clipping; throws
-  // std::runtime_error naming the tensor on a non-finite gradient (as
-  // train::clip_grad_norm does), with no update applied.
-  virtual float optimizer_step(float /*grad_scale*/, float /*max_norm*/, const ops::AdamWScalars&) {
-    throw std::logic_error("optimizer_step: this model does not own its optimizer");
-  }
-
-  // The trainer's whole step, for a model that owns its optimizer: `accum`
-  // micro-batches of [batch, seq] (inputs and targets hold accum·batch·seq
-  // tokens, micro-batch after micro-batch), each's gradient accumulated; the
-  // loss is the float sum of the micro-batch means in order (from +0), divided
-  // by accum when accum > 1; then what optimizer_step(1/accum, max_norm, s)
-  // does — unless the loss is not finite: then no parameter or moment is
-  // updated and the loss is returned for the caller to refuse the step (the
-  // gradients may already carry the 1/accum scale: they are not checkpointed). The result is that of
-  // forward_backward per micro-batch then optimizer_step, bit for bit; a
-  // device model runs it without waiting for the device until the step's end.
-  struct StepStats {
-    float loss = 0.0f;
-    float norm = 0.0f;  // NaN when no update was tried (non-finite loss)
-  };
-  virtual StepStats train_step(std::span<const std::int32_t> /*inputs*/, std::span<const std::int32_t> /*targets*/,
-                               std::int64_t /*batch*/, std::int64_t /*seq*/, std::int64_t /*accum*/,
-                               float /*max_norm*/, const ops::AdamWScalars&, int /*threads*/) {
-    throw std::logic_error("train_step: this model does not own its optimizer");
-  }
+  // --- Optional: the stages of a training step on the model's own storage ---
+  // A device model runs a step where its parameters live (values, gradients
+  // and AdamW moments never cross to the host inside a step) and returns its
+  // stages here; train::run_step (train/step.hpp) sequences them, exactly as it
+  // sequences the trainer's host stages for a model that returns nullptr. The
+  // expressions are the optimizer op's (ops/optim.hpp): the same bits.
+  virtual StepStages* step_stages() { return nullptr; }
 };
 
 // Throws std::invalid_argument unless batch, seq > 0 and inputs and targets

@@ -91,13 +91,18 @@ float clip_grad_norm(std::vector<ParamSlot>& slots, float max_norm, int threads)
           throw std::runtime_error(fmt::format("non-finite gradient ({}) in '{}': the step is refused", g, s.name));
     throw std::runtime_error(fmt::format("gradient norm overflowed to {}: the step is refused", norm));
   }
+  clip_by_norm(slots, max_norm, norm, threads);
+  return norm;
+}
+
+float clip_by_norm(std::vector<ParamSlot>& slots, float max_norm, float norm, int threads) {
   const float scale = ops::clip_scale(max_norm, norm);
   if (ops::clips(scale))
     for (auto& s : slots)
       util::parallel_for(s.grad.size(), threads, 1 << 14, [&](std::size_t lo, std::size_t hi) {
         for (std::size_t i = lo; i < hi; ++i) s.grad[i] = ops::clip_grad(s.grad[i], scale);
       });
-  return norm;
+  return scale;
 }
 
 void adamw_step(std::vector<ParamSlot>& slots, const AdamWScalars& sc, int threads) {

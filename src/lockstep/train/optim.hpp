@@ -59,6 +59,9 @@ float global_grad_norm(const std::vector<ParamSlot>& slots, int threads);
 // PyTorch's clip_grad_norm_). Returns the norm before clipping. Throws
 // std::runtime_error naming the first tensor holding a NaN/Inf gradient.
 float clip_grad_norm(std::vector<ParamSlot>& slots, float max_norm, int threads);
+// The clip alone, for a norm already known to be finite: scales every gradient
+// by ops::clip_scale(max_norm, norm) when that is < 1; returns the scale.
+float clip_by_norm(std::vector<ParamSlot>& slots, float max_norm, float norm, int threads);
 
 // Applies one AdamW update to every slot (rows across threads; the bits do not
 // depend on `threads`).
