@@ -312,6 +312,7 @@ class CudaModel final : public Model, public StepStages {
 
   void sync_device_values() {
     if (device_values_) return;
+    require_f32_params(params_, "the CUDA model");  // its kernels read f32 values only: others are refused
     for (std::size_t i = 0; i < params_.size(); ++i) dparams_[i].value.upload(params_[i].value);
     device_values_ = true;
   }

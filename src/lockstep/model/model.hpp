@@ -15,10 +15,13 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "lockstep/model/config.hpp"
 #include "lockstep/model/step_stages.hpp"
+#include "lockstep/tensor/dtype.hpp"
+#include "lockstep/tensor/storage.hpp"
 
 namespace lockstep::model {
 
@@ -26,6 +29,17 @@ namespace lockstep::model {
 // format ("transformer.h.0.attn.c_attn.weight", "model.layers.0.self_attn.q_proj.weight");
 // `shape` is lockstep's internal layout (nn.Linear's [out, in] for every matrix);
 // the checkpoint writer converts where HF differs (GPT-2's Conv1D stores [in, out]).
+//
+// How the value is held (docs/ARCHITECTURE.md, "Typed storage"):
+//   dtype F32 (every parameter today): `value` and `grad`, numel floats each;
+//     `frozen_value` is empty.
+//   any other dtype: a frozen value held as what it is (BF16/F16 weights,
+//     I8 unit codes with per-row steps, TERNARY2 BitNet codes with their scale)
+//     in `frozen_value` (whose dtype and shape are the Param's); then
+//     trainable is false and `value` and `grad` are empty.
+// check_param_storage states this; a model runs only the dtypes its kernels
+// implement and refuses the others by name (require_param_dtypes), never
+// converting silently.
 struct Param {
   std::string name;
   std::vector<std::int64_t> shape;
@@ -33,7 +47,30 @@ struct Param {
   std::vector<float> grad;  // same size as value
   bool decay = true;        // AdamW weight decay applies (matrices and embeddings; not norms/biases)
   bool trainable = true;    // false: frozen (LoRA base weights)
+  tensor::DType dtype = tensor::DType::f32;
+  tensor::Storage frozen_value{};  // the value when dtype != F32 (frozen), else empty
 };
+
+// Throws std::invalid_argument naming the parameter unless it is held as the
+// comment on Param says (F32: value and grad of numel(shape) floats, no
+// frozen_value; other dtypes: frozen, value and grad empty, frozen_value of
+// that dtype and shape).
+void check_param_storage(const Param& p);
+// Heap bytes the parameter holds: value, grad and frozen_value.
+std::size_t bytes_held(const Param& p);
+// For a model whose kernels run the dtypes in `runs`: throws
+// std::invalid_argument for the first parameter held otherwise, naming it, its
+// dtype and the model ("parameter 'x' is TERNARY2 (frozen); the CPU model
+// runs F32 parameters only: it is refused, not converted"); also checks each
+// parameter's storage (check_param_storage).
+void require_param_dtypes(const std::vector<Param>& params, std::span<const tensor::DType> runs,
+                          std::string_view model);
+// The F32-only case: the float engines today, and the code that reads
+// Param::value by shape (checkpoints, the weight hash).
+inline void require_f32_params(const std::vector<Param>& params, std::string_view model) {
+  static constexpr tensor::DType kF32[] = {tensor::DType::f32};
+  require_param_dtypes(params, kF32, model);
+}
 
 class Model {
  public:
