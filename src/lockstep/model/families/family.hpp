@@ -2,7 +2,8 @@
 //
 // A family (gpt2.hpp, llama.hpp, bitnet.hpp) is data for the engine
 // (transformer.hpp): a struct that names
-//   Stem, Block, Head            its three layers (layers.hpp: typed op lists);
+//   id, Stem, Block, Head        its Family and its three layers (layers.hpp:
+//                                typed op lists), through FamilyLayers;
 //   BlockParams, OuterParams     the indices of its parameters (one block's; the
 //                                stem's and the head's), filled from
 //   param_table(cfg, table)      its parameter table: every tensor's Hugging Face
@@ -25,9 +26,6 @@
 
 #include <concepts>
 #include <cstddef>
-#include <cstdint>
-#include <string>
-#include <utility>
 #include <vector>
 
 #include "lockstep/model/config.hpp"
