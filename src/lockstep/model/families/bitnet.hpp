@@ -58,11 +58,14 @@ struct BitnetFamily : FamilyLayers<Family::Bitnet, bitnet::Stem, bitnet::Block, 
   }
 
   // --- activations: LLaMA's and the sub-norms' ----------------------------------
-  // LLaMA's slots (the handlers below use three of them).
-  static constexpr auto kAct = LlamaFamily::kAct, kO = LlamaFamily::kO, kDown = LlamaFamily::kDown;
+  // LLaMA's slots (the handlers below use one of them).
+  static constexpr auto kAct = LlamaFamily::kAct;
   template <class Buf, class Aux>
   struct BlockActs : LlamaFamily::BlockActs<Buf, Aux> {
     Buf sub1, sub1_rstd, sub2, sub2_rstd;
+    // o_proj and down_proj read the sub-norms' outputs.
+    const Buf& oproj_in() const { return sub1; }
+    const Buf& down_in() const { return sub2; }
     void resize(const RunSizes& r) {
       LlamaFamily::BlockActs<Buf, Aux>::resize(r);
       sub1.resize(r.N * r.qdim);
@@ -74,6 +77,8 @@ struct BitnetFamily : FamilyLayers<Family::Bitnet, bitnet::Stem, bitnet::Block, 
   template <class Buf>
   struct Scratch : LlamaFamily::Scratch<Buf> {
     Buf dsub1, dsub2;
+    Buf& d_oproj_in() { return dsub1; }
+    Buf& d_down_in() { return dsub2; }
     void resize(const RunSizes& r, bool train) {
       LlamaFamily::Scratch<Buf>::resize(r, train);
       if (!train) return;
@@ -88,24 +93,18 @@ struct BitnetFamily : FamilyLayers<Family::Bitnet, bitnet::Stem, bitnet::Block, 
   template <class E>
   using HeadHandlers = LlamaFamily::HeadHandlers<E>;
 
-  // LLaMA's handlers, but: o_proj reads the attention output after its
-  // sub-norm, down_proj the activation after its sub-norm, and the activation
-  // is ReLU²·up.
+  // LLaMA's handlers (o_proj and down_proj reading the sub-norms' outputs,
+  // BlockActs above), the sub-norms', and ReLU²·up for the activation.
   template <class E>
   struct BlockHandlers : LlamaFamily::BlockHandlers<E, bitnet::Block> {
     using Base = LlamaFamily::BlockHandlers<E, bitnet::Block>;
     using Base::Base;
     using Base::forward;
     using Base::backward;
-    using Base::e, Base::a, Base::p, Base::s, Base::N, Base::D, Base::F, Base::qd;
-    template <class St>
-    using op = typename St::op;
+    using Base::e, Base::a, Base::p, Base::s, Base::N, Base::F, Base::qd;
 
     void forward(bitnet::AttnSubNorm) {
       e.k_.rmsnorm_fwd(e.norm(N, qd), a.att.data(), e.P(p.sub1_w), a.sub1.data(), a.sub1_rstd.data());
-    }
-    void forward(bitnet::OProj) {
-      e.template proj_fwd<op<bitnet::OProj>>(N, qd, D, a.sub1.data(), e.P(p.o_w), s.branch.data(), a.aux[kO]);
     }
     void forward(bitnet::Act) {
       e.k_.relu2mul_fwd(e.elems(N * F), a.gate.data(), a.up.data(), a.act.data(), a.aux[kAct]);
@@ -113,14 +112,7 @@ struct BitnetFamily : FamilyLayers<Family::Bitnet, bitnet::Stem, bitnet::Block, 
     void forward(bitnet::FfnSubNorm) {
       e.k_.rmsnorm_fwd(e.norm(N, F), a.act.data(), e.P(p.sub2_w), a.sub2.data(), a.sub2_rstd.data());
     }
-    void forward(bitnet::DownProj) {
-      e.template proj_fwd<op<bitnet::DownProj>>(N, F, D, a.sub2.data(), e.P(p.down_w), s.branch.data(), a.aux[kDown]);
-    }
 
-    void backward(bitnet::DownProj) {
-      e.template proj_bwd<op<bitnet::DownProj>>(N, F, D, a.sub2.data(), e.P(p.down_w), s.dx.data(), s.dsub2.data(),
-                                                e.G(p.down_w), a.aux[kDown]);
-    }
     void backward(bitnet::FfnSubNorm) {
       e.k_.rmsnorm_bwd(e.norm(N, F), a.act.data(), e.P(p.sub2_w), a.sub2_rstd.data(), s.dsub2.data(),
                        s.dact.data(), e.G(p.sub2_w));
@@ -128,10 +120,6 @@ struct BitnetFamily : FamilyLayers<Family::Bitnet, bitnet::Stem, bitnet::Block, 
     void backward(bitnet::Act) {
       e.k_.relu2mul_bwd(e.elems(N * F), a.gate.data(), a.up.data(), s.dact.data(), s.dfc.data(), s.dup.data(),
                         a.aux[kAct]);
-    }
-    void backward(bitnet::OProj) {
-      e.template proj_bwd<op<bitnet::OProj>>(N, qd, D, a.sub1.data(), e.P(p.o_w), s.dx.data(), s.dsub1.data(),
-                                             e.G(p.o_w), a.aux[kO]);
     }
     void backward(bitnet::AttnSubNorm) {
       e.k_.rmsnorm_bwd(e.norm(N, qd), a.att.data(), e.P(p.sub1_w), a.sub1_rstd.data(), s.dsub1.data(),

@@ -40,11 +40,15 @@ using Head = HeadOf<LnF>;  // ln_f, lm_head, loss
 
 struct Gpt2Family : FamilyLayers<Family::Gpt2, gpt2::Stem, gpt2::Block, gpt2::Head> {
   // --- parameters -------------------------------------------------------------
-  // Indices into the parameter list: block l's (ln_1, c_attn, attn.c_proj,
-  // ln_2, c_fc, mlp.c_proj: weight and bias each), and the stem's and head's.
+  // Indices into the parameter list: block l's (a weight and a bias per
+  // module), and the stem's and head's.
   struct BlockParams {
-    std::size_t n1_w = npos, n1_b = npos, attn_w = npos, attn_b = npos, o_w = npos, o_b = npos, n2_w = npos,
-                n2_b = npos, fc_w = npos, fc_b = npos, down_w = npos, down_b = npos;
+    std::size_t n1_w = npos, n1_b = npos;      // ln_1
+    std::size_t attn_w = npos, attn_b = npos;  // attn.c_attn
+    std::size_t o_w = npos, o_b = npos;        // attn.c_proj
+    std::size_t n2_w = npos, n2_b = npos;      // ln_2
+    std::size_t fc_w = npos, fc_b = npos;      // mlp.c_fc
+    std::size_t down_w = npos, down_b = npos;  // mlp.c_proj
   };
   struct OuterParams {
     std::size_t wte = npos, wpe = npos, nf_w = npos, nf_b = npos, lm_head = npos;

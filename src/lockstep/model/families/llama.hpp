@@ -90,6 +90,9 @@ struct LlamaFamily : FamilyLayers<Family::Llama, llama::Stem, llama::Block, llam
   struct BlockActs {
     Buf n1, n1_rstd, v, qr, kr, att, lse, mid, n2, n2_rstd, gate, up, act;
     Aux aux[kAuxSlots];
+    // What o_proj and down_proj read (BitNet: their sub-norms' outputs).
+    const Buf& oproj_in() const { return att; }
+    const Buf& down_in() const { return act; }
     void resize(const RunSizes& r) {
       const std::size_t N = r.N, D = r.D, F = r.F;
       n1.resize(N * D);
@@ -111,6 +114,9 @@ struct LlamaFamily : FamilyLayers<Family::Llama, llama::Stem, llama::Block, llam
   struct Scratch {
     Buf q, k, branch, hn_rstd;
     Buf dtmp, datt, dq, dqr, dk, dkr, dv, dfc, dup, dact;
+    // Where o_proj's and down_proj's input gradients go (BitNet: to their sub-norms).
+    Buf& d_oproj_in() { return datt; }
+    Buf& d_down_in() { return dact; }
     void resize(const RunSizes& r, bool train) {
       const std::size_t N = r.N, D = r.D, F = r.F;
       q.resize(N * r.qdim);
@@ -140,8 +146,8 @@ struct LlamaFamily : FamilyLayers<Family::Llama, llama::Stem, llama::Block, llam
   };
 
   // The handlers of block B's steps at LLaMA's places (B: LLaMA's block, or
-  // BitNet's: bitnet.hpp replaces the handlers that differ and adds its
-  // sub-norms').
+  // BitNet's: its buffers say what o_proj and down_proj read, and bitnet.hpp
+  // replaces the activation's handlers and adds its sub-norms').
   template <class E, class B = llama::Block>
   struct BlockHandlers {
     using T = typename E::Scalar;
@@ -177,7 +183,7 @@ struct LlamaFamily : FamilyLayers<Family::Llama, llama::Stem, llama::Block, llam
       e.k_.attention_fwd(e.attention(), a.qr.data(), qd, a.kr.data(), a.v.data(), kvd, a.att.data(), a.lse.data());
     }
     void forward(At<llama::OProj>) {
-      e.template proj_fwd<op<At<llama::OProj>>>(N, qd, D, a.att.data(), e.P(p.o_w), s.branch.data(), a.aux[kO]);
+      e.template proj_fwd<op<At<llama::OProj>>>(N, qd, D, a.oproj_in().data(), e.P(p.o_w), s.branch.data(), a.aux[kO]);
     }
     void forward(At<llama::Residual1>) {
       e.k_.residual_fwd(e.elems(N * D), a.x.data(), s.branch.data(), a.mid.data());
@@ -197,7 +203,7 @@ struct LlamaFamily : FamilyLayers<Family::Llama, llama::Stem, llama::Block, llam
       e.k_.swiglu_fwd(e.elems(N * F), a.gate.data(), a.up.data(), a.act.data(), a.aux[kAct]);
     }
     void forward(At<llama::DownProj>) {
-      e.template proj_fwd<op<At<llama::DownProj>>>(N, F, D, a.act.data(), e.P(p.down_w), s.branch.data(),
+      e.template proj_fwd<op<At<llama::DownProj>>>(N, F, D, a.down_in().data(), e.P(p.down_w), s.branch.data(),
                                                     a.aux[kDown]);
     }
     void forward(At<llama::Residual2>) {
@@ -208,8 +214,8 @@ struct LlamaFamily : FamilyLayers<Family::Llama, llama::Stem, llama::Block, llam
       e.k_.residual_bwd(e.elems(N * D), s.dx.data(), s.dx.data(), s.dx.data());
     }
     void backward(At<llama::DownProj>) {
-      e.template proj_bwd<op<At<llama::DownProj>>>(N, F, D, a.act.data(), e.P(p.down_w), s.dx.data(), s.dact.data(),
-                                                    e.G(p.down_w), a.aux[kDown]);
+      e.template proj_bwd<op<At<llama::DownProj>>>(N, F, D, a.down_in().data(), e.P(p.down_w), s.dx.data(),
+                                                    s.d_down_in().data(), e.G(p.down_w), a.aux[kDown]);
     }
     void backward(At<llama::Act>) {
       static_assert(std::is_same_v<op<At<llama::Act>>, ops::SwiGlu>, "another activation needs its own handler");
@@ -236,8 +242,8 @@ struct LlamaFamily : FamilyLayers<Family::Llama, llama::Stem, llama::Block, llam
       e.k_.residual_bwd(e.elems(N * D), s.dx.data(), s.dx.data(), s.dx.data());
     }
     void backward(At<llama::OProj>) {
-      e.template proj_bwd<op<At<llama::OProj>>>(N, qd, D, a.att.data(), e.P(p.o_w), s.dx.data(), s.datt.data(),
-                                                 e.G(p.o_w), a.aux[kO]);
+      e.template proj_bwd<op<At<llama::OProj>>>(N, qd, D, a.oproj_in().data(), e.P(p.o_w), s.dx.data(),
+                                                 s.d_oproj_in().data(), e.G(p.o_w), a.aux[kO]);
     }
     void backward(At<llama::Attn>) {
       e.k_.attention_bwd(e.attention(), a.qr.data(), qd, a.kr.data(), a.v.data(), kvd, a.att.data(), a.lse.data(),
