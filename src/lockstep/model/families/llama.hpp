@@ -150,7 +150,6 @@ struct LlamaFamily : FamilyLayers<Family::Llama, llama::Stem, llama::Block, llam
   // replaces the activation's handlers and adds its sub-norms').
   template <class E, class B = llama::Block>
   struct BlockHandlers {
-    using T = typename E::Scalar;
     E& e;
     std::size_t l;
     typename E::LayerActs& a;
