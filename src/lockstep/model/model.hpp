@@ -3,8 +3,8 @@
 // one canonical forward/backward over a batch of token windows.
 //
 // The model is the composition of the verified op specifications
-// (src/lockstep/ops/) in the order its layer op lists declare
-// (src/lockstep/model/transformer.hpp); the CPU backend runs that composition in
+// (src/lockstep/ops/) in the order its family's layer op lists declare
+// (src/lockstep/model/families/, run by the engine in transformer.hpp); the CPU backend runs that composition in
 // the canonical float arithmetic, with the matrix products on the fast GEMM
 // (src/lockstep/backend/cpu/gemm.hpp), which is bit-identical to the
 // specification's. Its bits do not depend on the thread count.
