@@ -99,7 +99,8 @@ std::uint32_t f32_from_f16_by_compiler(std::uint16_t b) {
                 static_cast<double>(float_of(x)), ours, theirs);
   return ::testing::AssertionFailure() << buf;
 #else
-  static const bool noted = (std::printf("no _Float16 in this compiler: f16 is checked against ldexp and numpy only\n"), true);
+  static const bool noted =
+      (std::printf("no _Float16 in this compiler: f16 is checked against ldexp and numpy only\n"), true);
   (void)noted;
   (void)x;
   return ::testing::AssertionSuccess();

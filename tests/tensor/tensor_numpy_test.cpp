@@ -67,7 +67,8 @@ std::vector<std::uint32_t> inputs(std::uint64_t seed) {
   for (int i = 0; i < 1'000'000; ++i) {
     const std::uint64_t r = rng.next();
     const std::uint32_t exponent = 100 + static_cast<std::uint32_t>((r >> 32) % 45);
-    x.push_back((static_cast<std::uint32_t>(r >> 63) << 31) | (exponent << 23) | (static_cast<std::uint32_t>(r) & 0x7fffffu));
+    x.push_back((static_cast<std::uint32_t>(r >> 63) << 31) | (exponent << 23) |
+                (static_cast<std::uint32_t>(r) & 0x7fffffu));
   }
   return x;
 }
