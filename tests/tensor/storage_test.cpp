@@ -27,22 +27,16 @@
 #include "lockstep/tensor/storage.hpp"
 #include "lockstep/train/checkpoint.hpp"
 
+#include "../common/test_seed.hpp"
+
 namespace t = lockstep::tensor;
 namespace m = lockstep::model;
 using lockstep::num::bits_of;
 using t::DType;
 
-namespace {
+using lockstep::test::test_seed;
 
-std::uint64_t test_seed() {
-  static const std::uint64_t s = [] {
-    const std::uint64_t v = lockstep::ad::seed_from_env();
-    std::printf("seed %llu (LOCKSTEP_SEED=%llu reproduces)\n", static_cast<unsigned long long>(v),
-                static_cast<unsigned long long>(v));
-    return v;
-  }();
-  return s;
-}
+namespace {
 
 // The message of the std::invalid_argument `f` throws ("" if none).
 std::string refusal(const std::function<void()>& f) {
