@@ -22,21 +22,14 @@
 #include "lockstep/num/fp.hpp"
 #include "lockstep/tensor/convert.hpp"
 
+#include "../common/test_seed.hpp"
+
 namespace t = lockstep::tensor;
 using lockstep::num::bits_of;
 using lockstep::num::float_of;
+using lockstep::test::test_seed;
 
 namespace {
-
-std::uint64_t test_seed() {
-  static const std::uint64_t s = [] {
-    const std::uint64_t v = lockstep::ad::seed_from_env();
-    std::printf("seed %llu (LOCKSTEP_SEED=%llu reproduces)\n", static_cast<unsigned long long>(v),
-                static_cast<unsigned long long>(v));
-    return v;
-  }();
-  return s;
-}
 
 bool f16_is_nan(std::uint16_t h) { return (h & 0x7fffu) > 0x7c00u; }
 bool bf16_is_nan(std::uint16_t h) { return (h & 0x7fffu) > 0x7f80u; }
@@ -99,7 +92,8 @@ std::uint32_t f32_from_f16_by_compiler(std::uint16_t b) {
                 static_cast<double>(float_of(x)), ours, theirs);
   return ::testing::AssertionFailure() << buf;
 #else
-  static const bool noted = (std::printf("no _Float16 in this compiler: f16 is checked against ldexp and numpy only\n"), true);
+  static const bool noted =
+      (std::printf("no _Float16 in this compiler: f16 is checked against ldexp and numpy only\n"), true);
   (void)noted;
   (void)x;
   return ::testing::AssertionSuccess();

@@ -27,22 +27,16 @@
 #include "lockstep/tensor/storage.hpp"
 #include "lockstep/train/checkpoint.hpp"
 
+#include "../common/test_seed.hpp"
+
 namespace t = lockstep::tensor;
 namespace m = lockstep::model;
 using lockstep::num::bits_of;
 using t::DType;
 
-namespace {
+using lockstep::test::test_seed;
 
-std::uint64_t test_seed() {
-  static const std::uint64_t s = [] {
-    const std::uint64_t v = lockstep::ad::seed_from_env();
-    std::printf("seed %llu (LOCKSTEP_SEED=%llu reproduces)\n", static_cast<unsigned long long>(v),
-                static_cast<unsigned long long>(v));
-    return v;
-  }();
-  return s;
-}
+namespace {
 
 // The message of the std::invalid_argument `f` throws ("" if none).
 std::string refusal(const std::function<void()>& f) {
@@ -189,11 +183,13 @@ TEST(TensorStorage, Int8RowsHoldOneStepPerRow) {
   const std::vector<float> f = t::to_f32(s);
   for (std::size_t i = 0; i < codes.size(); ++i)
     EXPECT_EQ(bits_of(f[i]), bits_of(static_cast<float>(codes[i]) * steps[i / 3])) << i;
-  EXPECT_NE(refusal([&] { t::Storage::int8_rows({2, 3}, codes, std::vector<float>{1.0f}); }).find("1 scales, expected 2"),
+  EXPECT_NE(refusal([&] { t::Storage::int8_rows({2, 3}, codes, std::vector<float>{1.0f}); })
+                .find("1 scales, expected 2"),
             std::string::npos);
   EXPECT_NE(refusal([&] { t::Storage::int8_rows({3, 2}, codes, steps); }).find("expected 3"), std::string::npos);
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  EXPECT_NE(refusal([&] { t::Storage::int8_rows({2, 3}, codes, std::vector<float>{1.0f, nan}); }).find("scale 1 is nan"),
+  EXPECT_NE(refusal([&] { t::Storage::int8_rows({2, 3}, codes, std::vector<float>{1.0f, nan}); })
+                .find("scale 1 is nan"),
             std::string::npos);
 }
 
@@ -214,7 +210,8 @@ TEST(TensorStorage, FloatTypesRoundOnceAndWidenExactly) {
 }
 
 TEST(TensorStorage, MalformedStorageIsRefused) {
-  EXPECT_NE(refusal([] { t::Storage::from_bytes(DType::f16, {3}, std::vector<std::uint8_t>(5)); }).find("5 bytes, expected 6"),
+  EXPECT_NE(refusal([] { t::Storage::from_bytes(DType::f16, {3}, std::vector<std::uint8_t>(5)); })
+                .find("5 bytes, expected 6"),
             std::string::npos);
   EXPECT_NE(refusal([] { t::Storage::from_bytes(DType::ternary2, {5}, std::vector<std::uint8_t>(2)); })
                 .find("0 scales, expected 1"),
@@ -327,7 +324,8 @@ TEST(TensorParam, TheFloatModelRefusesAFrozenTernaryParamByName) {
   EXPECT_EQ(refusal([&] { model->forward_backward(ids, targets, 2, 4, false, 1); }), want);
   EXPECT_EQ(refusal([&] { model->next_logits(ids, 1); }), want);
   EXPECT_EQ(refusal([&] { model->init(5); }), want);
-  EXPECT_NE(refusal([&] { lockstep::train::weights_hash(*model); }).find("weights_hash: parameter '" + name), std::string::npos);
+  EXPECT_NE(refusal([&] { lockstep::train::weights_hash(*model); }).find("weights_hash: parameter '" + name),
+            std::string::npos);
   const auto dir = std::filesystem::temp_directory_path() / ("lockstep_tensor_param_" + std::to_string(::getpid()));
   EXPECT_NE(refusal([&] { lockstep::train::save_hf_model(dir.string(), *model); }).find("is held as TERNARY2"),
             std::string::npos);

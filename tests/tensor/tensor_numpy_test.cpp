@@ -8,7 +8,6 @@
 
 #include <unistd.h>
 
-#include <array>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -20,21 +19,14 @@
 #include "lockstep/num/fp.hpp"
 #include "lockstep/tensor/convert.hpp"
 
+#include "../common/run_command.hpp"
+#include "../common/test_seed.hpp"
+
 namespace t = lockstep::tensor;
 namespace fs = std::filesystem;
 using lockstep::num::float_of;
 
 namespace {
-
-std::string run(const std::string& cmd, int* status) {
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf{};
-  while (p && fgets(buf.data(), static_cast<int>(buf.size()), p)) out += buf.data();
-  const int rc = p ? pclose(p) : -1;
-  *status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-  return out;
-}
 
 template <class T>
 void write_raw(const fs::path& path, const std::vector<T>& v) {
@@ -67,7 +59,8 @@ std::vector<std::uint32_t> inputs(std::uint64_t seed) {
   for (int i = 0; i < 1'000'000; ++i) {
     const std::uint64_t r = rng.next();
     const std::uint32_t exponent = 100 + static_cast<std::uint32_t>((r >> 32) % 45);
-    x.push_back((static_cast<std::uint32_t>(r >> 63) << 31) | (exponent << 23) | (static_cast<std::uint32_t>(r) & 0x7fffffu));
+    x.push_back((static_cast<std::uint32_t>(r >> 63) << 31) | (exponent << 23) |
+                (static_cast<std::uint32_t>(r) & 0x7fffffu));
   }
   return x;
 }
@@ -76,12 +69,10 @@ std::vector<std::uint32_t> inputs(std::uint64_t seed) {
 
 TEST(TensorNumpy, ConversionsAgreeWithNumpyAndMlDtypes) {
   int st = 0;
-  run("python3 -c 'import numpy, ml_dtypes'", &st);
+  lockstep::test::run_command("python3 -c 'import numpy, ml_dtypes'", &st);
   if (st != 0) GTEST_SKIP() << "python3 numpy/ml_dtypes absent (scripts/setup.sh installs tests/requirements.txt)";
 
-  const std::uint64_t seed = lockstep::ad::seed_from_env();
-  std::printf("seed %llu (LOCKSTEP_SEED=%llu reproduces)\n", static_cast<unsigned long long>(seed),
-              static_cast<unsigned long long>(seed));
+  const std::uint64_t seed = lockstep::test::test_seed();
   const fs::path dir = fs::temp_directory_path() / ("lockstep_tensor_np_" + std::to_string(::getpid()));
   fs::create_directories(dir);
 
@@ -103,7 +94,7 @@ TEST(TensorNumpy, ConversionsAgreeWithNumpyAndMlDtypes) {
   write_raw(dir / "bf16_wide.f32", bf16_wide);
 
   const std::string script = std::string(LOCKSTEP_TEST_DIR) + "/convert_cross_check.py";
-  const std::string out = run("python3 " + script + " " + dir.string(), &st);
+  const std::string out = lockstep::test::run_command("python3 " + script + " " + dir.string(), &st);
   std::printf("%s", out.c_str());
   EXPECT_EQ(st, 0) << out;
   EXPECT_NE(out.find("f32->f16 (numpy.float16) " + std::to_string(x.size()) + " cases 0 mismatches"),
@@ -120,7 +111,7 @@ TEST(TensorNumpy, ConversionsAgreeWithNumpyAndMlDtypes) {
   bf16[2000] = static_cast<std::uint16_t>(bf16[2000] ^ 1u);
   write_raw(dir / "f16.u16", f16);
   write_raw(dir / "bf16.u16", bf16);
-  const std::string bad = run("python3 " + script + " " + dir.string(), &st);
+  const std::string bad = lockstep::test::run_command("python3 " + script + " " + dir.string(), &st);
   EXPECT_EQ(st, 1) << bad;
   EXPECT_NE(bad.find("f32->f16 (numpy.float16) " + std::to_string(x.size()) + " cases 1 mismatches"),
             std::string::npos)

@@ -8,8 +8,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
-#include <stdexcept>
-#include <string>
 #include <string_view>
 
 namespace lockstep::tensor {
