@@ -14,22 +14,14 @@
 #include "lockstep/backend/cuda/probe.hpp"
 #include "lockstep/backend/cuda/trace.hpp"
 #include "lockstep/model/model.hpp"
-#include "lockstep/num/rng.hpp"
 #include "lockstep/train/optim.hpp"
+
+#include "../common/tokens.hpp"
 
 using namespace lockstep;
 namespace tr = lockstep::cuda::trace;
 
-namespace {
-
-std::vector<std::int32_t> tokens(std::size_t n, std::int64_t vocab, std::uint64_t stream) {
-  std::vector<std::int32_t> t(n);
-  for (std::size_t i = 0; i < n; ++i)
-    t[i] = static_cast<std::int32_t>(num::rng::bits32(7, stream, i) % static_cast<std::uint32_t>(vocab));
-  return t;
-}
-
-}  // namespace
+using test::tokens;
 
 TEST(LaunchTrace, AGpt2StepLaunchesOnlyGatedKernels) {
   std::string why;

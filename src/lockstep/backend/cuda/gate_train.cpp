@@ -81,7 +81,7 @@ struct First {
 // --- Tensor tables --------------------------------------------------------------
 
 // Which non-finite values a table's gradients carry.
-enum class Poison { none, inf, nan };
+enum class NonFinite { none, inf, nan };
 
 struct HostTable {
   std::vector<Vec> value, grad, m, v;
@@ -106,7 +106,7 @@ float gradient(ad::Rng& rng) {
   }
 }
 
-HostTable make_table(ad::Rng& rng, const std::vector<std::size_t>& sizes, Poison poison) {
+HostTable make_table(ad::Rng& rng, const std::vector<std::size_t>& sizes, NonFinite bad) {
   HostTable h;
   for (std::size_t k = 0; k < sizes.size(); ++k) {
     const std::size_t n = sizes[k];
@@ -124,11 +124,11 @@ HostTable make_table(ad::Rng& rng, const std::vector<std::size_t>& sizes, Poison
     h.v.push_back(std::move(v));
     h.decay.push_back(k % 3 != 1);  // decay on two tensors in three (matrices; not norms or biases)
   }
-  // One non-finite gradient in the last non-empty tensor of the middle of the table.
-  if (poison != Poison::none)
+  // One non-finite gradient, in the first non-empty tensor from the middle of the table on.
+  if (bad != NonFinite::none)
     for (std::size_t k = h.size() / 2; k < h.size(); ++k)
       if (!h.grad[k].empty()) {
-        h.grad[k][rng.below(h.grad[k].size())] = poison == Poison::inf ? -kInf : num::float_of(0x7FC00000u);
+        h.grad[k][rng.below(h.grad[k].size())] = bad == NonFinite::inf ? -kInf : num::float_of(0x7FC00000u);
         break;
       }
   return h;
@@ -236,15 +236,17 @@ ops::AdamWScalars scalars(double lr, int t) {
 
 Vec control_of(const ops::StepDecision& d) { return {d.loss, d.norm, d.clip, d.update ? 1.0f : 0.0f}; }
 
-const char* poison_name(Poison p) { return p == Poison::none ? "" : p == Poison::inf ? ", an -inf gradient" : ", a NaN gradient"; }
+const char* non_finite_name(NonFinite p) {
+  return p == NonFinite::none ? "" : p == NonFinite::inf ? ", an -inf gradient" : ", a NaN gradient";
+}
 
 // --- The optimizer's kernels one by one -----------------------------------------
 
 void scale_all_cases() {
   for (std::size_t t = 0; t < table_shapes().size(); ++t)
     for (float s : {ops::accum_grad_scale(3), 0.5f, ops::accum_grad_scale(7)})
-        for (Poison p : {Poison::none, Poison::inf, Poison::nan}) {
-        add("scale_all", fmt::format("{}, scale {}{}", table_shapes()[t].name, s, poison_name(p)),
+        for (NonFinite p : {NonFinite::none, NonFinite::inf, NonFinite::nan}) {
+        add("scale_all", fmt::format("{}, scale {}{}", table_shapes()[t].name, s, non_finite_name(p)),
             [t, s, p](std::uint64_t seed) -> std::string {
               ad::Rng rng(seed);
               HostTable h = make_table(rng, table_shapes()[t].sizes, p);
@@ -259,8 +261,8 @@ void scale_all_cases() {
 
 void grad_norms_cases() {
   for (std::size_t t = 0; t < table_shapes().size(); ++t)
-    for (Poison p : {Poison::none, Poison::inf, Poison::nan}) {
-      add("grad_norms", table_shapes()[t].name + poison_name(p), [t, p](std::uint64_t seed) -> std::string {
+    for (NonFinite p : {NonFinite::none, NonFinite::inf, NonFinite::nan}) {
+      add("grad_norms", table_shapes()[t].name + non_finite_name(p), [t, p](std::uint64_t seed) -> std::string {
         ad::Rng rng(seed);
         HostTable h = make_table(rng, table_shapes()[t].sizes, p);
         DeviceTable d(h);
@@ -290,17 +292,18 @@ void step_control_cases() {
   for (std::size_t count : {std::size_t{1}, std::size_t{148}, std::size_t{4100}})
     for (float max_norm : {0.0f, 1.0f, 1e6f})
       for (std::size_t l = 0; l < losses.size(); ++l)
-        for (Poison p : {Poison::none, Poison::inf, Poison::nan}) {
-          if (p != Poison::none && (l > 2 || max_norm == 0.0f)) continue;
+        for (NonFinite p : {NonFinite::none, NonFinite::inf, NonFinite::nan}) {
+          if (p != NonFinite::none && (l > 2 || max_norm == 0.0f)) continue;
           add("step_control",
               fmt::format("{} tensors, max_norm {}, {}{}", count, max_norm, losses[l].name,
-                          p == Poison::none ? "" : p == Poison::inf ? ", an inf sum" : ", a NaN sum"),
+                          p == NonFinite::none ? "" : p == NonFinite::inf ? ", an inf sum" : ", a NaN sum"),
               [count, max_norm, l, p, losses](std::uint64_t seed) -> std::string {
                 ad::Rng rng(seed);
                 Vec sums(count);  // sums of squares: >= 0, some +0, totals above and below max_norm²
                 const double scale = rng.below(2) ? 4.0 : 1e-3;
                 for (float& x : sums) x = rng.below(31) == 0 ? 0.0f : static_cast<float>(scale * rng.uniform());
-                if (p != Poison::none) sums[rng.below(count)] = p == Poison::inf ? kInf : num::float_of(0x7FC00000u);
+                if (p != NonFinite::none)
+                  sums[rng.below(count)] = p == NonFinite::inf ? kInf : num::float_of(0x7FC00000u);
                 const Vec& ls = losses[l].values;
                 DeviceBuffer<float> d_sums, d_losses, d_control(launch::kControlSize);
                 d_sums.upload(sums);
@@ -326,10 +329,11 @@ void adamw_all_cases() {
     for (Control c : {Control{0.37f, true}, Control{1.0f, true}, Control{3.5f, true}, Control{0.5f, false}})
       for (int step : {1, 1000}) {
         add("adamw_all",
-            fmt::format("{}, clip {}{}, update {}", table_shapes()[t].name, c.clip, c.update ? "" : ", no update", step),
+            fmt::format("{}, clip {}{}, update {}", table_shapes()[t].name, c.clip, c.update ? "" : ", no update",
+                        step),
             [t, c, step](std::uint64_t seed) -> std::string {
               ad::Rng rng(seed);
-              HostTable h = make_table(rng, table_shapes()[t].sizes, Poison::none);
+              HostTable h = make_table(rng, table_shapes()[t].sizes, NonFinite::none);
               DeviceTable d(h);
               const ops::AdamWScalars s = scalars(6e-4, step);
               const Vec control = {1.5f, 2.0f, c.clip, c.update ? 1.0f : 0.0f};
@@ -351,11 +355,11 @@ void optimizer_step_cases() {
     for (std::size_t accum : {std::size_t{1}, std::size_t{3}})
       for (float max_norm : {0.0f, 1.0f, 1e4f})
         for (int variant = 0; variant < 4; ++variant) {  // clean, -inf gradient, NaN gradient, NaN loss
-          const Poison p = variant == 1 ? Poison::inf : variant == 2 ? Poison::nan : Poison::none;
+          const NonFinite p = variant == 1 ? NonFinite::inf : variant == 2 ? NonFinite::nan : NonFinite::none;
           if (variant > 0 && max_norm == 0.0f) continue;
           const bool nan_loss = variant == 3;
           add("optimizer_step",
-              fmt::format("{}, accum {}, max_norm {}{}{}", table_shapes()[t].name, accum, max_norm, poison_name(p),
+              fmt::format("{}, accum {}, max_norm {}{}{}", table_shapes()[t].name, accum, max_norm, non_finite_name(p),
                           nan_loss ? ", a NaN loss" : ""),
               [t, accum, max_norm, p, nan_loss](std::uint64_t seed) -> std::string {
                 ad::Rng rng(seed);
@@ -387,24 +391,24 @@ void optimizer_step_cases() {
 // --- The engine's glue: the mean loss and the fill --------------------------------
 
 void loss_mean_cases() {
-  for (std::size_t n : {0, 1, 31, 32, 33, 4095, 4096, 4097, 8193, 16384, 4096 * 40 + 17})
-    for (int which = 0; which < 4; ++which) {  // n_valid: 0, 1, n, n - 3
-      const std::size_t n_valid = which == 0 ? 0 : which == 1 ? 1 : which == 2 ? n : (n > 3 ? n - 3 : n);
-      if (n_valid > n) continue;
-      for (int special = 0; special < 2; ++special)
+  for (std::size_t n : {0, 1, 31, 32, 33, 4095, 4096, 4097, 8193, 16384, 4096 * 40 + 17}) {
+    std::vector<std::size_t> valid = {0};  // rows with a target: none, one, all, all but 3
+    for (std::size_t v : {std::size_t{1}, n, n > 3 ? n - 3 : 0})
+      if (v <= n && std::find(valid.begin(), valid.end(), v) == valid.end()) valid.push_back(v);
+    for (std::size_t n_valid : valid) {
+      for (int special = 0; special < 3; ++special)  // none, an inf, an inf and a NaN
         for (bool deferred : {false, true}) {
           if (special && n < 2) continue;
           add("canonical_mean",
-              fmt::format("n {} n_valid {}{}{}", n, n_valid, special ? ", an inf and a NaN" : "",
+              fmt::format("n {} n_valid {}{}{}", n, n_valid,
+                          special == 0 ? "" : special == 1 ? ", an inf" : ", an inf and a NaN",
                           deferred ? ", into a device slot" : ""),
               [n, n_valid, special, deferred](std::uint64_t seed) -> std::string {
                 ad::Rng rng(seed);
                 Vec x(n);  // row losses: >= 0, +0 for rows without a target
                 for (float& v : x) v = rng.below(9) == 0 ? 0.0f : static_cast<float>(rng.uniform(0.0, 12.0));
-                if (special && n >= 2) {
-                  x[rng.below(n)] = kInf;
-                  x[rng.below(n)] = num::float_of(0x7FC00001u);  // a NaN with a payload: the sum is canonical
-                }
+                if (special >= 1) x[rng.below(n)] = kInf;
+                if (special == 2) x[rng.below(n)] = num::float_of(0x7FC00001u);  // a payload: the sum is canonical
                 // The engine's host expression (model/transformer.hpp, Engine::run).
                 const float want = n_valid == 0 ? 0.0f : num::reduce::sum(x.data(), n) / static_cast<float>(n_valid);
                 DeviceBuffer<float> d_x, slot(1);
@@ -417,6 +421,7 @@ void loss_mean_cases() {
               });
         }
     }
+  }
 }
 
 void fill_cases() {

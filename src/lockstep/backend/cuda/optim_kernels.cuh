@@ -49,6 +49,8 @@ inline dim3 per_tensor_grid(std::size_t count, std::size_t max_n) {
 }
 
 namespace rd = num::reduce;
+using cuda::detail::warp_chunk;
+using cuda::detail::warp_sum_like;
 
 // blockIdx.y: the tensor; x: a grid-stride loop over its elements.
 __global__ void scale_all_kernel(const TensorSlot* table, float s) {
@@ -73,7 +75,7 @@ __global__ void sumsq_chunks_kernel(const TensorSlot* table, std::size_t count, 
   const std::size_t base = (g - t.first_chunk) * rd::kChunk;  // <= t.n (an empty tensor is one empty chunk)
   const std::size_t len = t.n - base < rd::kChunk ? t.n - base : rd::kChunk;
   const float* x = t.grad;
-  const float p = cuda::detail::warp_chunk(base, len, [x](float acc, std::size_t i) { return ops::sumsq_step(acc, x[i]); });
+  const float p = warp_chunk(base, len, [x](float acc, std::size_t i) { return ops::sumsq_step(acc, x[i]); });
   if ((threadIdx.x & 31u) == 0) partials[g] = p;
 }
 
@@ -83,7 +85,7 @@ __global__ void sum_partials_kernel(const TensorSlot* table, std::size_t count, 
   if (w >= count) return;
   const TensorSlot t = table[w];
   const float* p = partials + t.first_chunk;
-  const float s = cuda::detail::warp_sum_like(chunks_of(t.n), [p](float acc, std::size_t i) { return __fadd_rn(acc, p[i]); });
+  const float s = warp_sum_like(chunks_of(t.n), [p](float acc, std::size_t i) { return __fadd_rn(acc, p[i]); });
   if ((threadIdx.x & 31u) == 0) norms[w] = s;
 }
 
@@ -91,7 +93,7 @@ __global__ void sum_partials_kernel(const TensorSlot* table, std::size_t count, 
 template <int Mut>
 __global__ void step_control_kernel(const float* norms, std::size_t count, const float* losses, std::size_t accum,
                                     float max_norm, float* control) {
-  const float total = cuda::detail::warp_sum_like(count, [norms](float acc, std::size_t i) { return __fadd_rn(acc, norms[i]); });
+  const float total = warp_sum_like(count, [norms](float acc, std::size_t i) { return __fadd_rn(acc, norms[i]); });
   if (threadIdx.x != 0) return;
   const float loss = ops::step_loss(losses, accum);
   const float norm = ops::norm_of_total(total);

@@ -10,9 +10,10 @@
 // end_case), the names go to that case; when the case passes they join the
 // gated set. Outside a case they go to the run's launch counts.
 //
-// Launchers include only trace_launch.hpp (launched, compose); this header
-// is for the gates and the tests. The process-wide log is defined in trace.cu. Thread-safe (a mutex; launches come from one host
-// thread, so it is never contended).
+// Launchers include only trace_launch.hpp (launched, compose); this header is
+// for the gates and the tests. The process-wide log is defined in trace.cu.
+// Thread-safe (a mutex; launches come from one host thread, so it is never
+// contended).
 #pragma once
 
 #include <cstddef>
