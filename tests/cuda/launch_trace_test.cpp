@@ -23,6 +23,19 @@ namespace tr = lockstep::cuda::trace;
 
 using test::tokens;
 
+namespace {
+
+// One training step of the model's own (the device's: one wait at its end).
+// After the step-pipeline merge this is train::run_step(*model.step_stages(),
+// {inputs, targets, batch, seq, accum}, max_norm, s, {}, 0).
+model::Model::StepStats train_one_step(model::Model& m, const std::vector<std::int32_t>& inputs,
+                                       const std::vector<std::int32_t>& targets, std::int64_t batch, std::int64_t seq,
+                                       std::int64_t accum, float max_norm, const ops::AdamWScalars& s) {
+  return m.train_step(inputs, targets, batch, seq, accum, max_norm, s, 0);
+}
+
+}  // namespace
+
 TEST(LaunchTrace, AGpt2StepLaunchesOnlyGatedKernels) {
   std::string why;
   if (!cuda::available(&why)) GTEST_SKIP() << why;
@@ -41,7 +54,7 @@ TEST(LaunchTrace, AGpt2StepLaunchesOnlyGatedKernels) {
     const auto n = static_cast<std::size_t>(s.batch * s.seq * s.accum);
     const auto in = tokens(n, cfg.vocab_size, 1 + 2 * t), tg = tokens(n, cfg.vocab_size, 2 + 2 * t);
     ++t;
-    const auto r = gpu->train_step(in, tg, s.batch, s.seq, s.accum, 1.0f, train::adamw_scalars(adamw, 6e-4f, t), 0);
+    const auto r = train_one_step(*gpu, in, tg, s.batch, s.seq, s.accum, 1.0f, train::adamw_scalars(adamw, 6e-4f, t));
     std::printf("step %lld (B %lld, T %lld, accum %lld): loss %.6f, norm %.6f\n", static_cast<long long>(t),
                 static_cast<long long>(s.batch), static_cast<long long>(s.seq), static_cast<long long>(s.accum),
                 static_cast<double>(r.loss), static_cast<double>(r.norm));
