@@ -52,7 +52,11 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 
 std::vector<Case> g_cases;
 void add(std::string kernel, std::string shape, std::function<std::string(std::uint64_t)> run) {
-  g_cases.push_back({std::move(kernel), std::move(shape), std::move(run)});
+  Case c;  // by member: Case may carry more fields (they keep their defaults)
+  c.kernel = std::move(kernel);
+  c.shape = std::move(shape);
+  c.run = std::move(run);
+  g_cases.push_back(std::move(c));
 }
 
 // first_difference, with any NaN matching any NaN (see the top). The copies
