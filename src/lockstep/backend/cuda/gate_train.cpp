@@ -402,7 +402,7 @@ void loss_mean_cases() {
     for (std::size_t n_valid : valid) {
       for (int special = 0; special < 3; ++special)  // none, an inf, an inf and a NaN
         for (bool deferred : {false, true}) {
-          if (special && n < 2) continue;
+          if (special && (n < 2 || deferred)) continue;  // the slot is the same store: clean values suffice
           add("canonical_mean",
               fmt::format("n {} n_valid {}{}{}", n, n_valid,
                           special == 0 ? "" : special == 1 ? ", an inf" : ", an inf and a NaN",
