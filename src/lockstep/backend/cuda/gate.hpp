@@ -43,6 +43,9 @@ struct Case {
 std::vector<Case> linear_cases();
 std::vector<Case> pointwise_cases();
 std::vector<Case> attention_cases();
+// The kernels a training step launches beside the ops' (gate_train.cpp): the
+// optimizer's four, the mean loss, the fill, the audits' gather.
+std::vector<Case> train_cases();
 // Every case of every family, in one list.
 std::vector<Case> all_cases();
 
