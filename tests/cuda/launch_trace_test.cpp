@@ -1,7 +1,8 @@
 // Every kernel path a training run launches was gated at start-up (issue 10,
 // item 3): one GPT-2 124M training step (B 16, T 1024, the benchmark's shape)
 // and one with two accumulated micro-batches (B 4: other product shapes, the
-// 1/accum scale) through Model::train_step, with the live audits on as in a
+// 1/accum scale) through the step pipeline (train::run_step over the model's
+// own stages), with the live audits on as in a
 // default run; the launch trace (backend/cuda/trace.hpp) lists the kernel paths
 // launched, and each must be in the set that passing start-up gate cases
 // launched. A failure names the ungated paths.
@@ -15,6 +16,7 @@
 #include "lockstep/backend/cuda/trace.hpp"
 #include "lockstep/model/model.hpp"
 #include "lockstep/train/optim.hpp"
+#include "lockstep/train/step.hpp"
 
 #include "../common/tokens.hpp"
 
@@ -25,13 +27,11 @@ using test::tokens;
 
 namespace {
 
-// One training step of the model's own (the device's: one wait at its end).
-// After the step-pipeline merge this is train::run_step(*model.step_stages(),
-// {inputs, targets, batch, seq, accum}, max_norm, s, {}, 0).
-model::Model::StepStats train_one_step(model::Model& m, const std::vector<std::int32_t>& inputs,
-                                       const std::vector<std::int32_t>& targets, std::int64_t batch, std::int64_t seq,
-                                       std::int64_t accum, float max_norm, const ops::AdamWScalars& s) {
-  return m.train_step(inputs, targets, batch, seq, accum, max_norm, s, 0);
+// One training step on the model's own stages (the device's: one wait at its end).
+ops::StepDecision train_one_step(model::Model& m, const std::vector<std::int32_t>& inputs,
+                                 const std::vector<std::int32_t>& targets, std::int64_t batch, std::int64_t seq,
+                                 std::int64_t accum, float max_norm, const ops::AdamWScalars& s) {
+  return train::run_step(*m.step_stages(), {inputs, targets, batch, seq, accum}, max_norm, s, {}, 0);
 }
 
 }  // namespace
