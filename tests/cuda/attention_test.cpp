@@ -48,7 +48,7 @@ TEST(CudaAttention, GatesPassBitForBit) {
   lc::gate::Options opt;
   opt.seed = 7;
   opt.dirty_pass = true;
-  const auto cases = lc::gate::attention_cases();
+  const auto cases = lc::gate::cases_of({"attention"});
   const auto outcomes = lc::gate::run_gates(cases, opt);
   std::map<std::string, Tally> by;
   int shown = 0;
@@ -82,7 +82,7 @@ TEST(CudaAttention, DropScaleMutantIsRefused) {
   opt.seed = 11;
   opt.dirty_pass = false;
   lc::set_mutant(lc::Mutant::attention_drop_scale);
-  const auto outcomes = lc::gate::run_gates(lc::gate::attention_cases(), opt);
+  const auto outcomes = lc::gate::run_gates(lc::gate::cases_of({"attention"}), opt);
   lc::set_mutant(lc::Mutant::none);
   int refused = 0;
   std::string first;
@@ -97,7 +97,7 @@ TEST(CudaAttention, DropScaleMutantIsRefused) {
   EXPECT_GT(refused, static_cast<int>(outcomes.size()) / 2);
   // The clean kernels pass again once the mutant is gone.
   opt.only = {"attention_fwd"};
-  for (const auto& o : lc::gate::run_gates(lc::gate::attention_cases(), opt))
+  for (const auto& o : lc::gate::run_gates(lc::gate::cases_of({"attention"}), opt))
     EXPECT_EQ(o.difference, "") << o.shape;
 }
 

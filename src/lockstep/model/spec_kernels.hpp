@@ -7,13 +7,11 @@
 // reference the fast CPU kernels (backend/cpu/ops.hpp) must equal bit for bit
 // in float, and what the whole-model gradient check differentiates in double.
 //
-// Kernel-set interface (shared with the fast set; pointers are row-major
-// arrays with the shapes of the op's Inputs/Outputs; "may alias" is stated
-// where an output may be the same array as an input):
-//   embedding_fwd/bwd, positions_fwd/bwd, linear_fwd/bwd, bitlinear_fwd/bwd,
-//   layernorm_fwd/bwd, rmsnorm_fwd/bwd, gelu_fwd/bwd, swiglu_fwd/bwd,
-//   relu2mul_fwd/bwd, residual_fwd/bwd, rope_fwd/bwd, attention_fwd/bwd,
-//   ce_fwd/bwd, add_into.
+// Kernel-set interface (shared with the fast sets): a run(config, args)
+// overload per op and direction, called by op type through
+// ad::KeyedKernels (ad/kernel_set.hpp); the args are the op's FwdArgs/
+// BwdArgs (ops/kernel_args.hpp: named row-major arrays with the shapes of the
+// op's Inputs/Outputs, and the outputs that may alias an input); add_into.
 #pragma once
 
 #include <cstddef>
@@ -21,15 +19,18 @@
 #include <stdexcept>
 #include <vector>
 
+#include "lockstep/ad/kernel_set.hpp"
+#include "lockstep/ad/legacy_kernel_names.hpp"
 #include "lockstep/model/kernel_aux.hpp"
 #include "lockstep/ops/all.hpp"
 
 namespace lockstep::model {
 
 template <class T>
-class SpecKernels {
+class SpecKernels : public ad::KeyedKernels<SpecKernels<T>, T>, public ad::LegacyKernelNames<SpecKernels<T>, T> {
  public:
   using Index = ops::Index;
+  using Aux = model::Aux;
 
   // BitLinear under the whole-model gradient check. Forward: the op.
   // Record: the op, and its inputs are kept (in call order). Surrogate: the
@@ -45,171 +46,160 @@ class SpecKernels {
     if (quant == Quant::Record) points_.clear();
   }
 
-  void embedding_fwd(const ops::Embedding::Config& c, const Index* ids, const T* wte, T* y) {
-    ops::Embedding::Inputs<T> in{idx({c.tokens}, ids), ten({c.vocab, c.dim}, wte)};
-    put(ops::Embedding::forward<T>(c, in).y, y);
+  void run(const ops::Embedding::Config& c, const ops::Embedding::FwdArgs<T>& a) {
+    ops::Embedding::Inputs<T> in{idx({c.tokens}, a.ids), ten({c.vocab, c.dim}, a.wte)};
+    put(ops::Embedding::forward<T>(c, in).y, a.y);
   }
-  void embedding_bwd(const ops::Embedding::Config& c, const Index* ids, const T* dy, T* dwte) {
-    ops::Embedding::Inputs<T> in{idx({c.tokens}, ids), Tensor<T>({c.vocab, c.dim})};
-    ops::Embedding::Outputs<T> d{ten({c.tokens, c.dim}, dy)};
-    put(ops::Embedding::backward<T>(c, in, {}, d).wte, dwte);
+  void run(const ops::Embedding::Config& c, const ops::Embedding::BwdArgs<T>& a) {
+    ops::Embedding::Inputs<T> in{idx({c.tokens}, a.ids), Tensor<T>({c.vocab, c.dim})};
+    ops::Embedding::Outputs<T> d{ten({c.tokens, c.dim}, a.dy)};
+    put(ops::Embedding::backward<T>(c, in, {}, d).wte, a.dwte);
   }
 
-  void positions_fwd(const ops::LearnedPositions::Config& c, const T* x, const T* wpe, T* y) {
-    ops::LearnedPositions::Inputs<T> in{ten({c.batch, c.seq, c.dim}, x), ten({c.max_seq, c.dim}, wpe)};
-    put(ops::LearnedPositions::forward<T>(c, in).y, y);
+  void run(const ops::LearnedPositions::Config& c, const ops::LearnedPositions::FwdArgs<T>& a) {
+    ops::LearnedPositions::Inputs<T> in{ten({c.batch, c.seq, c.dim}, a.x), ten({c.max_seq, c.dim}, a.wpe)};
+    put(ops::LearnedPositions::forward<T>(c, in).y, a.y);
   }
-  // dx may alias dy.
-  void positions_bwd(const ops::LearnedPositions::Config& c, const T* dy, T* dx, T* dwpe) {
-    ops::LearnedPositions::Outputs<T> d{ten({c.batch, c.seq, c.dim}, dy)};
+  void run(const ops::LearnedPositions::Config& c, const ops::LearnedPositions::BwdArgs<T>& a) {
+    ops::LearnedPositions::Outputs<T> d{ten({c.batch, c.seq, c.dim}, a.dy)};
     const auto g = ops::LearnedPositions::backward<T>(c, {}, {}, d);
-    put(g.x, dx);
-    put(g.wpe, dwpe);
+    put(g.x, a.dx);
+    put(g.wpe, a.dwpe);
   }
 
-  // b may be null (no bias; c.bias false).
-  void linear_fwd(const ops::Linear::Config& c, const T* x, const T* w, const T* b, T* y) {
-    ops::Linear::Inputs<T> in{ten({c.rows, c.in}, x), ten({c.out, c.in}, w), {}};
-    if (c.bias) in.b = ten({c.out}, b);
-    put(ops::Linear::forward<T>(c, in).y, y);
+  void run(const ops::Linear::Config& c, const ops::Linear::FwdArgs<T>& a) {
+    ops::Linear::Inputs<T> in{ten({c.rows, c.in}, a.x), ten({c.out, c.in}, a.w), {}};
+    if (c.bias) in.b = ten({c.out}, a.b);
+    put(ops::Linear::forward<T>(c, in).y, a.y);
   }
-  void linear_bwd(const ops::Linear::Config& c, const T* x, const T* w, const T* dy, T* dx, T* dw, T* db) {
-    ops::Linear::Inputs<T> in{ten({c.rows, c.in}, x), ten({c.out, c.in}, w), {}};
+  void run(const ops::Linear::Config& c, const ops::Linear::BwdArgs<T>& a) {
+    ops::Linear::Inputs<T> in{ten({c.rows, c.in}, a.x), ten({c.out, c.in}, a.w), {}};
     if (c.bias) in.b = Tensor<T>({c.out});
-    ops::Linear::Outputs<T> d{ten({c.rows, c.out}, dy)};
+    ops::Linear::Outputs<T> d{ten({c.rows, c.out}, a.dy)};
     const auto g = ops::Linear::backward<T>(c, in, {}, d);
-    put(g.x, dx);
-    put(g.w, dw);
-    if (c.bias) put(g.b, db);
+    put(g.x, a.dx);
+    put(g.w, a.dw);
+    if (c.bias) put(g.b, a.db);
   }
 
-  void bitlinear_fwd(const ops::QuantLinearConfig& c, const T* x, const T* w, T* y, Aux&) {
-    ops::BitLinear::Inputs<T> in{ten({c.rows, c.in}, x), ten({c.out, c.in}, w)};
+  void run(const ops::QuantLinearConfig& c, const ops::BitLinear::FwdArgs<T>& a, Aux&) {
+    ops::BitLinear::Inputs<T> in{ten({c.rows, c.in}, a.x), ten({c.out, c.in}, a.w)};
     if (quant == Quant::Surrogate) {
       if (next_point_ >= points_.size()) throw std::logic_error("spec kernels: no recorded BitLinear point");
-      put(ops::BitLinear::surrogate<T>(c, points_[next_point_++], in).y, y);
+      put(ops::BitLinear::surrogate<T>(c, points_[next_point_++], in).y, a.y);
       return;
     }
     if (quant == Quant::Record) points_.push_back(in);
-    put(ops::BitLinear::forward<T>(c, in).y, y);
+    put(ops::BitLinear::forward<T>(c, in).y, a.y);
   }
-  void bitlinear_bwd(const ops::QuantLinearConfig& c, const T* x, const T* w, const T* dy, T* dx, T* dw, Aux&) {
-    ops::BitLinear::Inputs<T> in{ten({c.rows, c.in}, x), ten({c.out, c.in}, w)};
-    ops::BitLinear::Outputs<T> d{ten({c.rows, c.out}, dy)};
+  void run(const ops::QuantLinearConfig& c, const ops::BitLinear::BwdArgs<T>& a, Aux&) {
+    ops::BitLinear::Inputs<T> in{ten({c.rows, c.in}, a.x), ten({c.out, c.in}, a.w)};
+    ops::BitLinear::Outputs<T> d{ten({c.rows, c.out}, a.dy)};
     const auto g = ops::BitLinear::backward<T>(c, in, {}, d);
-    put(g.x, dx);
-    put(g.w, dw);
+    put(g.x, a.dx);
+    put(g.w, a.dw);
   }
 
-  void layernorm_fwd(const ops::NormConfig& c, const T* x, const T* g, const T* b, T* y, T* mean, T* rstd) {
-    ops::LayerNorm::Inputs<T> in{ten({c.rows, c.dim}, x), ten({c.dim}, g), ten({c.dim}, b)};
+  void run(const ops::NormConfig& c, const ops::LayerNorm::FwdArgs<T>& a) {
+    ops::LayerNorm::Inputs<T> in{ten({c.rows, c.dim}, a.x), ten({c.dim}, a.gamma), ten({c.dim}, a.beta)};
     const auto o = ops::LayerNorm::forward<T>(c, in);
-    put(o.y, y);
-    put(o.mean, mean);
-    put(o.rstd, rstd);
+    put(o.y, a.y);
+    put(o.mean, a.mean);
+    put(o.rstd, a.rstd);
   }
-  void layernorm_bwd(const ops::NormConfig& c, const T* x, const T* g, const T* mean, const T* rstd, const T* dy,
-                     T* dx, T* dg, T* db) {
-    ops::LayerNorm::Inputs<T> in{ten({c.rows, c.dim}, x), ten({c.dim}, g), Tensor<T>({c.dim})};
-    ops::LayerNorm::Outputs<T> o{{}, ten({c.rows}, mean), ten({c.rows}, rstd)};
-    ops::LayerNorm::Outputs<T> d{ten({c.rows, c.dim}, dy), {}, {}};
+  void run(const ops::NormConfig& c, const ops::LayerNorm::BwdArgs<T>& a) {
+    ops::LayerNorm::Inputs<T> in{ten({c.rows, c.dim}, a.x), ten({c.dim}, a.gamma), Tensor<T>({c.dim})};
+    ops::LayerNorm::Outputs<T> o{{}, ten({c.rows}, a.mean), ten({c.rows}, a.rstd)};
+    ops::LayerNorm::Outputs<T> d{ten({c.rows, c.dim}, a.dy), {}, {}};
     const auto gr = ops::LayerNorm::backward<T>(c, in, o, d);
-    put(gr.x, dx);
-    put(gr.gamma, dg);
-    put(gr.beta, db);
+    put(gr.x, a.dx);
+    put(gr.gamma, a.dgamma);
+    put(gr.beta, a.dbeta);
   }
 
-  void rmsnorm_fwd(const ops::NormConfig& c, const T* x, const T* w, T* y, T* rstd) {
-    ops::RmsNorm::Inputs<T> in{ten({c.rows, c.dim}, x), ten({c.dim}, w)};
+  void run(const ops::NormConfig& c, const ops::RmsNorm::FwdArgs<T>& a) {
+    ops::RmsNorm::Inputs<T> in{ten({c.rows, c.dim}, a.x), ten({c.dim}, a.w)};
     const auto o = ops::RmsNorm::forward<T>(c, in);
-    put(o.y, y);
-    put(o.rstd, rstd);
+    put(o.y, a.y);
+    put(o.rstd, a.rstd);
   }
-  void rmsnorm_bwd(const ops::NormConfig& c, const T* x, const T* w, const T* rstd, const T* dy, T* dx, T* dw) {
-    ops::RmsNorm::Inputs<T> in{ten({c.rows, c.dim}, x), ten({c.dim}, w)};
-    ops::RmsNorm::Outputs<T> o{{}, ten({c.rows}, rstd)};
-    ops::RmsNorm::Outputs<T> d{ten({c.rows, c.dim}, dy), {}};
+  void run(const ops::NormConfig& c, const ops::RmsNorm::BwdArgs<T>& a) {
+    ops::RmsNorm::Inputs<T> in{ten({c.rows, c.dim}, a.x), ten({c.dim}, a.w)};
+    ops::RmsNorm::Outputs<T> o{{}, ten({c.rows}, a.rstd)};
+    ops::RmsNorm::Outputs<T> d{ten({c.rows, c.dim}, a.dy), {}};
     const auto g = ops::RmsNorm::backward<T>(c, in, o, d);
-    put(g.x, dx);
-    put(g.w, dw);
+    put(g.x, a.dx);
+    put(g.w, a.dw);
   }
 
-  void gelu_fwd(const ops::ElementwiseConfig& c, const T* x, T* y, Aux&) {
-    put(ops::Gelu::forward<T>(c, {ten({c.n}, x)}).y, y);
+  void run(const ops::ElementwiseConfig& c, const ops::Gelu::FwdArgs<T>& a, Aux&) {
+    put(ops::Gelu::forward<T>(c, {ten({c.n}, a.x)}).y, a.y);
   }
-  void gelu_bwd(const ops::ElementwiseConfig& c, const T* x, const T* dy, T* dx, Aux&) {
-    put(ops::Gelu::backward<T>(c, {ten({c.n}, x)}, {}, {ten({c.n}, dy)}).x, dx);
+  void run(const ops::ElementwiseConfig& c, const ops::Gelu::BwdArgs<T>& a, Aux&) {
+    put(ops::Gelu::backward<T>(c, {ten({c.n}, a.x)}, {}, {ten({c.n}, a.dy)}).x, a.dx);
   }
-  void swiglu_fwd(const ops::ElementwiseConfig& c, const T* gate, const T* up, T* y, Aux&) {
-    put(ops::SwiGlu::forward<T>(c, {ten({c.n}, gate), ten({c.n}, up)}).y, y);
+  void run(const ops::ElementwiseConfig& c, const ops::SwiGlu::FwdArgs<T>& a, Aux&) {
+    put(ops::SwiGlu::forward<T>(c, {ten({c.n}, a.gate), ten({c.n}, a.up)}).y, a.y);
   }
-  void swiglu_bwd(const ops::ElementwiseConfig& c, const T* gate, const T* up, const T* dy, T* dgate, T* dup,
-                  Aux&) {
-    const auto g = ops::SwiGlu::backward<T>(c, {ten({c.n}, gate), ten({c.n}, up)}, {}, {ten({c.n}, dy)});
-    put(g.gate, dgate);
-    put(g.up, dup);
+  void run(const ops::ElementwiseConfig& c, const ops::SwiGlu::BwdArgs<T>& a, Aux&) {
+    const auto g = ops::SwiGlu::backward<T>(c, {ten({c.n}, a.gate), ten({c.n}, a.up)}, {}, {ten({c.n}, a.dy)});
+    put(g.gate, a.dgate);
+    put(g.up, a.dup);
   }
-  void relu2mul_fwd(const ops::ElementwiseConfig& c, const T* gate, const T* up, T* y, Aux&) {
-    put(ops::ReluSqMul::forward<T>(c, {ten({c.n}, gate), ten({c.n}, up)}).y, y);
+  void run(const ops::ElementwiseConfig& c, const ops::ReluSqMul::FwdArgs<T>& a) {
+    put(ops::ReluSqMul::forward<T>(c, {ten({c.n}, a.gate), ten({c.n}, a.up)}).y, a.y);
   }
-  void relu2mul_bwd(const ops::ElementwiseConfig& c, const T* gate, const T* up, const T* dy, T* dgate, T* dup,
-                    Aux&) {
-    const auto g = ops::ReluSqMul::backward<T>(c, {ten({c.n}, gate), ten({c.n}, up)}, {}, {ten({c.n}, dy)});
-    put(g.gate, dgate);
-    put(g.up, dup);
+  void run(const ops::ElementwiseConfig& c, const ops::ReluSqMul::BwdArgs<T>& a) {
+    const auto g = ops::ReluSqMul::backward<T>(c, {ten({c.n}, a.gate), ten({c.n}, a.up)}, {}, {ten({c.n}, a.dy)});
+    put(g.gate, a.dgate);
+    put(g.up, a.dup);
   }
-  void residual_fwd(const ops::ElementwiseConfig& c, const T* a, const T* b, T* y) {
-    put(ops::ResidualAdd::forward<T>(c, {ten({c.n}, a), ten({c.n}, b)}).y, y);
+  void run(const ops::ElementwiseConfig& c, const ops::ResidualAdd::FwdArgs<T>& a) {
+    put(ops::ResidualAdd::forward<T>(c, {ten({c.n}, a.a), ten({c.n}, a.b)}).y, a.y);
   }
   // da and db may alias dy (the engine routes the gradient without a copy).
-  void residual_bwd(const ops::ElementwiseConfig& c, const T* dy, T* da, T* db) {
-    const auto g = ops::ResidualAdd::backward<T>(c, {}, {}, {ten({c.n}, dy)});
-    put(g.a, da);
-    put(g.b, db);
+  void run(const ops::ElementwiseConfig& c, const ops::ResidualAdd::BwdArgs<T>& a) {
+    const auto g = ops::ResidualAdd::backward<T>(c, {}, {}, {ten({c.n}, a.dy)});
+    put(g.a, a.da);
+    put(g.b, a.db);
   }
 
-  void rope_fwd(const ops::Rope::Config& c, const T* x, T* y) {
-    put(ops::Rope::forward<T>(c, {ten({c.batch, c.seq, c.heads, c.head_dim}, x)}).y, y);
+  void run(const ops::Rope::Config& c, const ops::Rope::FwdArgs<T>& a) {
+    put(ops::Rope::forward<T>(c, {ten({c.batch, c.seq, c.heads, c.head_dim}, a.x)}).y, a.y);
   }
-  void rope_bwd(const ops::Rope::Config& c, const T* dy, T* dx) {
-    put(ops::Rope::backward<T>(c, {}, {}, {ten({c.batch, c.seq, c.heads, c.head_dim}, dy)}).x, dx);
+  void run(const ops::Rope::Config& c, const ops::Rope::BwdArgs<T>& a) {
+    put(ops::Rope::backward<T>(c, {}, {}, {ten({c.batch, c.seq, c.heads, c.head_dim}, a.dy)}).x, a.dx);
   }
 
-  // q: rows of q_heads*head_dim values, ldq apart (one row per token); k, v:
-  // rows of kv_heads*head_dim, ldkv apart; o, do: contiguous [tokens,
-  // q_heads*head_dim]; lse [batch, q_heads, seq]; dq/dk/dv with ldq/ldkv.
-  void attention_fwd(const ops::Attention::Config& c, const T* q, std::size_t ldq, const T* k, const T* v,
-                     std::size_t ldkv, T* o, T* lse) {
-    const auto in = gather_qkv(c, q, ldq, k, v, ldkv);
+  void run(const ops::Attention::Config& c, const ops::Attention::FwdArgs<T>& a) {
+    const auto in = gather_qkv(c, a.q, a.ldq, a.k, a.v, a.ldkv);
     const auto out = ops::Attention::forward<T>(c, in);
-    put(out.o, o);
-    put(out.lse, lse);
+    put(out.o, a.o);
+    put(out.lse, a.lse);
   }
-  void attention_bwd(const ops::Attention::Config& c, const T* q, std::size_t ldq, const T* k, const T* v,
-                     std::size_t ldkv, const T* o, const T* lse, const T* dout, T* dq, T* dk, T* dv) {
-    const auto in = gather_qkv(c, q, ldq, k, v, ldkv);
+  void run(const ops::Attention::Config& c, const ops::Attention::BwdArgs<T>& a) {
+    const auto in = gather_qkv(c, a.q, a.ldq, a.k, a.v, a.ldkv);
     const Shape oshape{c.batch, c.seq, c.q_heads, c.head_dim};
-    ops::Attention::Outputs<T> out{ten(oshape, o), ten({c.batch, c.q_heads, c.seq}, lse)};
-    ops::Attention::Outputs<T> d{ten(oshape, dout), {}};
+    ops::Attention::Outputs<T> out{ten(oshape, a.o), ten({c.batch, c.q_heads, c.seq}, a.lse)};
+    ops::Attention::Outputs<T> d{ten(oshape, a.dout), {}};
     const auto g = ops::Attention::backward<T>(c, in, out, d);
-    scatter_rows(g.q, c.q_heads * c.head_dim, dq, ldq);
-    scatter_rows(g.k, c.kv_heads * c.head_dim, dk, ldkv);
-    scatter_rows(g.v, c.kv_heads * c.head_dim, dv, ldkv);
+    scatter_rows(g.q, c.q_heads * c.head_dim, a.dq, a.ldq);
+    scatter_rows(g.k, c.kv_heads * c.head_dim, a.dk, a.ldkv);
+    scatter_rows(g.v, c.kv_heads * c.head_dim, a.dv, a.ldkv);
   }
 
-  void ce_fwd(const ops::CrossEntropy::Config& c, const T* logits, const Index* targets, T* loss, T* lse) {
-    ops::CrossEntropy::Inputs<T> in{ten({c.rows, c.vocab}, logits), idx({c.rows}, targets)};
+  void run(const ops::CrossEntropy::Config& c, const ops::CrossEntropy::FwdArgs<T>& a) {
+    ops::CrossEntropy::Inputs<T> in{ten({c.rows, c.vocab}, a.logits), idx({c.rows}, a.targets)};
     const auto o = ops::CrossEntropy::forward<T>(c, in);
-    put(o.loss, loss);
-    put(o.lse, lse);
+    put(o.loss, a.loss);
+    put(o.lse, a.lse);
   }
   // dlogits may alias logits.
-  void ce_bwd(const ops::CrossEntropy::Config& c, const T* logits, const Index* targets, const T* lse,
-              const T* dloss, T* dlogits) {
-    ops::CrossEntropy::Inputs<T> in{ten({c.rows, c.vocab}, logits), idx({c.rows}, targets)};
-    ops::CrossEntropy::Outputs<T> o{{}, ten({c.rows}, lse)};
-    ops::CrossEntropy::Outputs<T> d{ten({c.rows}, dloss), {}};
-    put(ops::CrossEntropy::backward<T>(c, in, o, d).logits, dlogits);
+  void run(const ops::CrossEntropy::Config& c, const ops::CrossEntropy::BwdArgs<T>& a) {
+    ops::CrossEntropy::Inputs<T> in{ten({c.rows, c.vocab}, a.logits), idx({c.rows}, a.targets)};
+    ops::CrossEntropy::Outputs<T> o{{}, ten({c.rows}, a.lse)};
+    ops::CrossEntropy::Outputs<T> d{ten({c.rows}, a.dloss), {}};
+    put(ops::CrossEntropy::backward<T>(c, in, o, d).logits, a.dlogits);
   }
 
   // The gradient of a tensor read by several ops: acc = acc + x, element-wise.

@@ -1,0 +1,122 @@
+// The gate case list (gate_driver.cpp) on the host, no GPU needed: how many
+// cases there are, that every op a model runs is gated in both directions,
+// and that every GEMM block tile the tile rule picks for a GPT-2 124M training
+// step (B 16, T 1024, on an H200's 132 multiprocessors) runs under a gate case
+// with the same load path (16-byte or scalar), forced or by the rule.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lockstep/backend/cuda/gate.hpp"
+#include "lockstep/backend/cuda/gemm_launch.hpp"
+#include "lockstep/backend/cuda/gemm_tile_rule.hpp"
+#include "lockstep/ops/all.hpp"
+
+namespace {
+
+namespace lc = lockstep::cuda;
+namespace ll = lockstep::cuda::launch;
+namespace ops = lockstep::ops;
+
+constexpr long kH200Sms = 132;
+
+// (tile, 16-byte loads)
+using TilePath = std::pair<int, bool>;
+
+// The (tile, load path) pairs the linear gate cases run: the forced tile of a
+// swept case, the rule's tile otherwise, for each product of the case.
+std::set<TilePath> gated_tile_paths(bool forced_too = true) {
+  std::set<TilePath> covered;
+  for (const auto& c : lc::gate::cases_of({"linear"})) {
+    if (c.tile != 0 && !forced_too) continue;
+    std::size_t rows = 0, in = 0, out = 0;
+    if (std::sscanf(c.shape.c_str(), "rows %zu in %zu out %zu", &rows, &in, &out) != 3) continue;
+    const auto products = ll::linear_products(rows, in, out);
+    const bool fwd = c.kernel == "linear_fwd";
+    for (std::size_t p = fwd ? 0 : 1; p < (fwd ? 1 : 3); ++p) {
+      const ll::GemmProduct& g = products[p];
+      const int tile = c.tile != 0 ? c.tile
+                                   : ll::tile_rule(static_cast<long>(g.I), static_cast<long>(g.J), g.vec(), kH200Sms);
+      covered.insert({tile, g.vec()});
+    }
+  }
+  return covered;
+}
+
+}  // namespace
+
+TEST(CudaGateCases, EveryModelOpIsGatedBothWays) {
+  const auto cases = lc::gate::all_cases();
+  std::map<std::string, std::size_t> per_kernel;
+  for (const auto& c : cases) ++per_kernel[c.kernel];
+  std::printf("gate cases: %zu (676 before the driver)\n", cases.size());
+  for (const auto& [k, n] : per_kernel) std::printf("  %-22s %5zu\n", k.c_str(), n);
+  EXPECT_GE(cases.size(), 676u) << "fewer gate cases than the hand-written lists had";
+  []<class... Ops>(lockstep::ad::OpList<Ops...>, const std::map<std::string, std::size_t>& m) {
+    for (const std::string& name : {std::string(Ops::name)...}) {
+      EXPECT_GT(m.count(name + "_fwd"), 0u) << name << " has no forward gate case";
+      EXPECT_GT(m.count(name + "_bwd"), 0u) << name << " has no backward gate case";
+    }
+  }(ops::ModelOps{}, per_kernel);
+}
+
+TEST(CudaGateCases, AttentionBackwardPathsAreSwept) {
+  std::size_t recomputed = 0, chunked = 0;
+  for (const auto& c : lc::gate::cases_of({"attention"})) {
+    recomputed += c.kernel == "attention_bwd" && c.shape.find(" dS recomputed") != std::string::npos;
+    chunked += c.kernel == "attention_bwd" && c.shape.find(" dS in chunks") != std::string::npos;
+  }
+  std::printf("attention_bwd: %zu cases with the dS tiles recomputed, %zu in chunks of one batch element\n",
+              recomputed, chunked);
+  EXPECT_GT(recomputed, 0u);
+  EXPECT_GT(chunked, 0u);
+}
+
+TEST(CudaGateCases, EveryTileOfAGpt2StepIsGated) {
+  const std::size_t N = 16 * 1024, D = 768, F = 4 * D, V = 50257;
+  struct Layer {
+    const char* name;
+    std::size_t in, out;
+  };
+  const Layer layers[] = {{"attn.c_attn", D, 3 * D}, {"attn.c_proj", D, D}, {"mlp.c_fc", D, F},
+                          {"mlp.c_proj", F, D},      {"lm_head", D, V}};
+  const char* product_names[] = {"y = x·wᵀ", "dx = dy·w", "dw = dyᵀ·x"};
+  const std::set<TilePath> covered = gated_tile_paths();
+  // The same check against the cases the rule routes by itself (the gates
+  // before the tile sweep): it must find what the sweep closes, else the
+  // check below could not fail.
+  const std::set<TilePath> rule_only = gated_tile_paths(false);
+  std::string missed;
+  std::string gated;
+  for (const auto& [t, v] : covered) gated += fmt::format(" t{}{}", t, v ? "v" : "s");
+  std::printf("tiles the linear gates run (v: 16-byte loads, s: scalar):%s\n", gated.c_str());
+  std::set<int> step_tiles;
+  for (const Layer& l : layers) {
+    const auto products = ll::linear_products(N, l.in, l.out);
+    for (std::size_t p = 0; p < products.size(); ++p) {
+      const ll::GemmProduct& g = products[p];
+      const int tile = ll::tile_rule(static_cast<long>(g.I), static_cast<long>(g.J), g.vec(), kH200Sms);
+      step_tiles.insert(tile);
+      if (rule_only.count({tile, g.vec()}) == 0) missed += fmt::format(" {}", tile);
+      std::printf("  %-12s %-11s %6zu x %-6zu k %-6zu tile %d (%s loads)\n", l.name, product_names[p], g.I, g.J, g.K,
+                  tile, g.vec() ? "16-byte" : "scalar");
+      EXPECT_EQ(covered.count({tile, g.vec()}), 1u)
+          << l.name << " " << product_names[p] << " runs on tile " << tile << " with "
+          << (g.vec() ? "16-byte" : "scalar") << " loads, which no gate case runs";
+    }
+  }
+  std::printf("without the forced tiles the gates would miss the step's tiles:%s\n", missed.c_str());
+  EXPECT_FALSE(missed.empty()) << "the negative control found nothing to miss";
+  // The weight gradients of the 768-wide layers leave the base tile.
+  EXPECT_GT(step_tiles.size(), 2u);
+  // Every tile there is can be forced: the gates run each on its own.
+  for (int t = 1; t <= ll::kGemmTiles; ++t)
+    for (bool v : {true, false}) EXPECT_EQ(covered.count({t, v}), 1u) << "tile " << t << (v ? " 16-byte" : " scalar");
+}
