@@ -133,11 +133,13 @@ std::string compare(std::vector<Array>& arrs, bool alias) {
   return "";
 }
 
+Vec downloaded(const DeviceBuffer<float>& b) { return b.empty() ? Vec{} : b.download(); }
+
 std::string compare_aux(const model::Aux& h, const Aux& g) {
   const float hs = h.s, gs = g.scale();
   std::string d = first_difference("aux.s (weight scale)", &hs, &gs, 1);
-  if (d.empty()) d = first_difference("aux.a", h.a, g.a.download());
-  if (d.empty()) d = first_difference("aux.b", h.b, g.b.download());
+  if (d.empty()) d = first_difference("aux.a", h.a, downloaded(g.a));
+  if (d.empty()) d = first_difference("aux.b", h.b, downloaded(g.b));
   return d;
 }
 
@@ -163,13 +165,17 @@ struct Variant {
   int ds_chunk = -1;   // OpKernels::attention_ds_chunk (-1: the budget's choice)
 };
 
-// Forces the variant's backend choice on the device kernel set for one scope.
+// Forces the variant's backend choice on the device kernel set for one scope
+// (a case that forces no tile leaves the override as it found it).
 struct Forced {
-  Forced(const Variant& v, OpKernels& k) {
+  Forced(const Variant& v, OpKernels& k) : tile(v.tile) {
     k.attention_ds_chunk = v.ds_chunk;
-    launch::gemm_tile_override(v.tile);
+    if (tile != 0) launch::gemm_tile_override(tile);
   }
-  ~Forced() { launch::gemm_tile_override(0); }
+  ~Forced() {
+    if (tile != 0) launch::gemm_tile_override(0);
+  }
+  int tile;
   Forced(const Forced&) = delete;
   Forced& operator=(const Forced&) = delete;
 };
