@@ -201,13 +201,7 @@ void chains(std::size_t rows, const float* w, std::size_t wr, std::size_t wj, co
 // Forward.
 // ---------------------------------------------------------------------------
 void OpKernels::run(const ops::Attention::Config& c, const ops::Attention::FwdArgs<float>& args) {
-  const float* q = args.q;
-  std::size_t ldq = args.ldq;
-  const float* k = args.k;
-  const float* v = args.v;
-  std::size_t ldkv = args.ldkv;
-  float* o = args.o;
-  float* lse = args.lse;
+  const auto& [q, ldq, k, v, ldkv, o, lse] = args;
   ops::Attention::validate(c);
   const std::size_t T = c.seq, Dh = c.head_dim, Hq = c.q_heads, rep = c.q_heads / c.kv_heads, KB = c.key_block;
   const float scale = ops::Attention::scale_of<float>(c);
@@ -281,17 +275,7 @@ void OpKernels::run(const ops::Attention::Config& c, const ops::Attention::FwdAr
 // Backward.
 // ---------------------------------------------------------------------------
 void OpKernels::run(const ops::Attention::Config& c, const ops::Attention::BwdArgs<float>& args) {
-  const float* q = args.q;
-  std::size_t ldq = args.ldq;
-  const float* k = args.k;
-  const float* v = args.v;
-  std::size_t ldkv = args.ldkv;
-  const float* o = args.o;
-  const float* lse = args.lse;
-  const float* dout = args.dout;
-  float* dq = args.dq;
-  float* dk = args.dk;
-  float* dv = args.dv;
+  const auto& [q, ldq, k, v, ldkv, o, lse, dout, dq, dk, dv] = args;
   ops::Attention::validate(c);
   const std::size_t T = c.seq, Dh = c.head_dim, Hq = c.q_heads, Hkv = c.kv_heads, rep = Hq / Hkv;
   const std::size_t ldo = Hq * Dh;  // o, dout: contiguous [tokens, Hq·Dh]

@@ -79,9 +79,7 @@ std::size_t min_parallel_work() { return g_min_work.load(); }
 // --- embeddings ---------------------------------------------------------------
 
 void OpKernels::run(const ops::Embedding::Config& c, const ops::Embedding::FwdArgs<float>& args) {
-  const Index* ids = args.ids;
-  const float* wte = args.wte;
-  float* y = args.y;
+  const auto& [ids, wte, y] = args;
   for (std::size_t n = 0; n < c.tokens; ++n) ops::Embedding::row_of(c, ids[n]);  // throws like the spec
   util::parallel_for(c.tokens, threads, grain_for(c.dim), [&](std::size_t lo, std::size_t hi) {
     for (std::size_t n = lo; n < hi; ++n)
@@ -93,9 +91,7 @@ void OpKernels::run(const ops::Embedding::Config& c, const ops::Embedding::FwdAr
 // ascending: vocabulary rows on threads, each thread scanning all tokens for
 // its rows (every row's chain in token order).
 void OpKernels::run(const ops::Embedding::Config& c, const ops::Embedding::BwdArgs<float>& args) {
-  const Index* ids = args.ids;
-  const float* dy = args.dy;
-  float* dwte = args.dwte;
+  const auto& [ids, dy, dwte] = args;
   for (std::size_t n = 0; n < c.tokens; ++n) ops::Embedding::row_of(c, ids[n]);
   util::parallel_for(c.vocab, threads, grain_for(c.tokens), [&](std::size_t lo, std::size_t hi) {
     std::fill(dwte + lo * c.dim, dwte + hi * c.dim, 0.0f);
@@ -110,9 +106,7 @@ void OpKernels::run(const ops::Embedding::Config& c, const ops::Embedding::BwdAr
 }
 
 void OpKernels::run(const ops::LearnedPositions::Config& c, const ops::LearnedPositions::FwdArgs<float>& args) {
-  const float* x = args.x;
-  const float* wpe = args.wpe;
-  float* y = args.y;
+  const auto& [x, wpe, y] = args;
   ops::LearnedPositions::validate(c);
   util::parallel_for(c.batch * c.seq, threads, grain_for(c.dim), [&](std::size_t lo, std::size_t hi) {
     for (std::size_t r = lo; r < hi; ++r) {
@@ -124,9 +118,7 @@ void OpKernels::run(const ops::LearnedPositions::Config& c, const ops::LearnedPo
 
 // dx = dy; dwpe[offset + t] = +0 + dy[0, t] + dy[1, t] + ... (b ascending).
 void OpKernels::run(const ops::LearnedPositions::Config& c, const ops::LearnedPositions::BwdArgs<float>& args) {
-  const float* dy = args.dy;
-  float* dx = args.dx;
-  float* dwpe = args.dwpe;
+  const auto& [dy, dx, dwpe] = args;
   ops::LearnedPositions::validate(c);
   if (dx != dy) std::memcpy(dx, dy, c.batch * c.seq * c.dim * sizeof(float));
   std::fill(dwpe, dwpe + c.max_seq * c.dim, 0.0f);
@@ -144,10 +136,7 @@ void OpKernels::run(const ops::LearnedPositions::Config& c, const ops::LearnedPo
 // --- linear layers --------------------------------------------------------------
 
 void OpKernels::run(const ops::Linear::Config& c, const ops::Linear::FwdArgs<float>& args) {
-  const float* x = args.x;
-  const float* w = args.w;
-  const float* b = args.b;
-  float* y = args.y;
+  const auto& [x, w, b, y] = args;
   gemm_xwt(c.rows, c.out, c.in, x, w, y, threads);
   if (!c.bias) return;
   util::parallel_for(c.rows, threads, grain_for(c.out), [&](std::size_t lo, std::size_t hi) {
@@ -157,12 +146,7 @@ void OpKernels::run(const ops::Linear::Config& c, const ops::Linear::FwdArgs<flo
 }
 
 void OpKernels::run(const ops::Linear::Config& c, const ops::Linear::BwdArgs<float>& args) {
-  const float* x = args.x;
-  const float* w = args.w;
-  const float* dy = args.dy;
-  float* dx = args.dx;
-  float* dw = args.dw;
-  float* db = args.db;
+  const auto& [x, w, dy, dx, dw, db] = args;
   gemm_dyw(c.rows, c.out, c.in, dy, w, dx, threads);
   gemm_dytx(c.rows, c.out, c.in, dy, x, dw, threads);
   if (c.bias) column_sums(dy, c.rows, c.out, db, threads);
@@ -176,9 +160,7 @@ void OpKernels::run(const ops::Linear::Config& c, const ops::Linear::BwdArgs<flo
 // dequantized operands x̂ = q·step and Ŵ = q·scale are kept in aux for the
 // backward (the spec recomputes them: same bits).
 void OpKernels::run(const ops::QuantLinearConfig& c, const ops::BitLinear::FwdArgs<float>& args, Aux& aux) {
-  const float* x = args.x;
-  const float* w = args.w;
-  float* y = args.y;
+  const auto& [x, w, y] = args;
   ops::BitLinear::validate(c);
   const std::size_t N = c.rows, K = c.in, M = c.out;
   // Weights: per-tensor absmean ternary (ops::quantize_ternary).
@@ -227,11 +209,7 @@ void OpKernels::run(const ops::QuantLinearConfig& c, const ops::BitLinear::FwdAr
 
 // STE backward: dx = dy·Ŵ, dW = dyᵀ·x̂ (canonical GEMM chains).
 void OpKernels::run(const ops::QuantLinearConfig& c, const ops::BitLinear::BwdArgs<float>& args, Aux& aux) {
-  const float* x = args.x;
-  const float* w = args.w;
-  const float* dy = args.dy;
-  float* dx = args.dx;
-  float* dw = args.dw;
+  const auto& [x, w, dy, dx, dw] = args;
   if (aux.a.size() != c.rows * c.in || aux.b.size() != c.out * c.in) {
     Aux fresh;  // no forward kept (never the case inside the model): recompute
     std::vector<float> y(c.rows * c.out);
@@ -245,12 +223,7 @@ void OpKernels::run(const ops::QuantLinearConfig& c, const ops::BitLinear::BwdAr
 // --- norms ----------------------------------------------------------------------
 
 void OpKernels::run(const ops::NormConfig& c, const ops::LayerNorm::FwdArgs<float>& args) {
-  const float* x = args.x;
-  const float* g = args.gamma;
-  const float* b = args.beta;
-  float* y = args.y;
-  float* mean = args.mean;
-  float* rstd = args.rstd;
+  const auto& [x, g, b, y, mean, rstd] = args;
   const std::size_t D = c.dim;
   const auto eps = static_cast<float>(c.eps);
   util::parallel_for(c.rows, threads, grain_for(4 * D), [&](std::size_t lo, std::size_t hi) {
@@ -270,14 +243,7 @@ void OpKernels::run(const ops::NormConfig& c, const ops::LayerNorm::FwdArgs<floa
 }
 
 void OpKernels::run(const ops::NormConfig& c, const ops::LayerNorm::BwdArgs<float>& args) {
-  const float* x = args.x;
-  const float* g = args.gamma;
-  const float* mean = args.mean;
-  const float* rstd = args.rstd;
-  const float* dy = args.dy;
-  float* dx = args.dx;
-  float* dg = args.dgamma;
-  float* db = args.dbeta;
+  const auto& [x, g, mean, rstd, dy, dx, dg, db] = args;
   const std::size_t D = c.dim, N = c.rows;
   xhat_.resize(N * D);
   util::parallel_for(N, threads, grain_for(4 * D), [&](std::size_t lo, std::size_t hi) {
@@ -302,10 +268,7 @@ void OpKernels::run(const ops::NormConfig& c, const ops::LayerNorm::BwdArgs<floa
 }
 
 void OpKernels::run(const ops::NormConfig& c, const ops::RmsNorm::FwdArgs<float>& args) {
-  const float* x = args.x;
-  const float* w = args.w;
-  float* y = args.y;
-  float* rstd = args.rstd;
+  const auto& [x, w, y, rstd] = args;
   const std::size_t D = c.dim;
   const auto eps = static_cast<float>(c.eps);
   util::parallel_for(c.rows, threads, grain_for(4 * D), [&](std::size_t lo, std::size_t hi) {
@@ -321,12 +284,7 @@ void OpKernels::run(const ops::NormConfig& c, const ops::RmsNorm::FwdArgs<float>
 }
 
 void OpKernels::run(const ops::NormConfig& c, const ops::RmsNorm::BwdArgs<float>& args) {
-  const float* x = args.x;
-  const float* w = args.w;
-  const float* rstd = args.rstd;
-  const float* dy = args.dy;
-  float* dx = args.dx;
-  float* dw = args.dw;
+  const auto& [x, w, rstd, dy, dx, dw] = args;
   const std::size_t D = c.dim, N = c.rows;
   xhat_.resize(N * D);
   util::parallel_for(N, threads, grain_for(4 * D), [&](std::size_t lo, std::size_t hi) {
@@ -353,8 +311,7 @@ void OpKernels::run(const ops::NormConfig& c, const ops::RmsNorm::BwdArgs<float>
 // GELU: t = tanh(u(x)) is kept for the backward. Per piece: u, then the
 // tanh of the whole run (tanh_n: num::tanh bit for bit), then y.
 void OpKernels::run(const ops::ElementwiseConfig& c, const ops::Gelu::FwdArgs<float>& args, Aux& aux) {
-  const float* x = args.x;
-  float* y = args.y;
+  const auto& [x, y] = args;
   aux.a.resize(c.n);
   float* ts = aux.a.data();
   util::parallel_for(c.n, threads, grain_for(16), [&](std::size_t lo, std::size_t hi) {
@@ -368,9 +325,7 @@ void OpKernels::run(const ops::ElementwiseConfig& c, const ops::Gelu::FwdArgs<fl
 }
 
 void OpKernels::run(const ops::ElementwiseConfig& c, const ops::Gelu::BwdArgs<float>& args, Aux& aux) {
-  const float* x = args.x;
-  const float* dy = args.dy;
-  float* dx = args.dx;
+  const auto& [x, dy, dx] = args;
   const bool kept = aux.a.size() == c.n;
   const float* ts = aux.a.data();
   const auto k0 = static_cast<float>(ops::Gelu::kSqrt2OverPi);
@@ -389,9 +344,7 @@ void OpKernels::run(const ops::ElementwiseConfig& c, const ops::Gelu::BwdArgs<fl
 
 // SwiGLU: σ(gate) is kept for the backward.
 void OpKernels::run(const ops::ElementwiseConfig& c, const ops::SwiGlu::FwdArgs<float>& args, Aux& aux) {
-  const float* gate = args.gate;
-  const float* up = args.up;
-  float* y = args.y;
+  const auto& [gate, up, y] = args;
   aux.a.resize(c.n);
   float* sg = aux.a.data();
   util::parallel_for(c.n, threads, grain_for(16), [&](std::size_t lo, std::size_t hi) {
@@ -401,11 +354,7 @@ void OpKernels::run(const ops::ElementwiseConfig& c, const ops::SwiGlu::FwdArgs<
 }
 
 void OpKernels::run(const ops::ElementwiseConfig& c, const ops::SwiGlu::BwdArgs<float>& args, Aux& aux) {
-  const float* gate = args.gate;
-  const float* up = args.up;
-  const float* dy = args.dy;
-  float* dgate = args.dgate;
-  float* dup = args.dup;
+  const auto& [gate, up, dy, dgate, dup] = args;
   const bool kept = aux.a.size() == c.n;
   const float* sg = aux.a.data();
   elementwise(c.n, threads, [&](std::size_t i) {
@@ -419,9 +368,7 @@ void OpKernels::run(const ops::ElementwiseConfig& c, const ops::SwiGlu::BwdArgs<
 }
 
 void OpKernels::run(const ops::ElementwiseConfig& c, const ops::ReluSqMul::FwdArgs<float>& args) {
-  const float* gate = args.gate;
-  const float* up = args.up;
-  float* y = args.y;
+  const auto& [gate, up, y] = args;
   elementwise(c.n, threads, [&](std::size_t i) {
     const float r = ops::max2(gate[i], 0.0f);
     y[i] = (r * r) * up[i];
@@ -429,11 +376,7 @@ void OpKernels::run(const ops::ElementwiseConfig& c, const ops::ReluSqMul::FwdAr
 }
 
 void OpKernels::run(const ops::ElementwiseConfig& c, const ops::ReluSqMul::BwdArgs<float>& args) {
-  const float* gate = args.gate;
-  const float* up = args.up;
-  const float* dy = args.dy;
-  float* dgate = args.dgate;
-  float* dup = args.dup;
+  const auto& [gate, up, dy, dgate, dup] = args;
   elementwise(c.n, threads, [&](std::size_t i) {
     const float r = ops::max2(gate[i], 0.0f);
     const float d = dy[i];
@@ -443,17 +386,13 @@ void OpKernels::run(const ops::ElementwiseConfig& c, const ops::ReluSqMul::BwdAr
 }
 
 void OpKernels::run(const ops::ElementwiseConfig& c, const ops::ResidualAdd::FwdArgs<float>& args) {
-  const float* a = args.a;
-  const float* b = args.b;
-  float* y = args.y;
+  const auto& [a, b, y] = args;
   elementwise(c.n, threads, [&](std::size_t i) { y[i] = a[i] + b[i]; });
 }
 
 // da = dy, db = dy: copies unless the caller routes them in place.
 void OpKernels::run(const ops::ElementwiseConfig& c, const ops::ResidualAdd::BwdArgs<float>& args) {
-  const float* dy = args.dy;
-  float* da = args.da;
-  float* db = args.db;
+  const auto& [dy, da, db] = args;
   if (da != dy) std::memcpy(da, dy, c.n * sizeof(float));
   if (db != dy) std::memcpy(db, dy, c.n * sizeof(float));
 }
@@ -506,10 +445,7 @@ void OpKernels::run(const ops::Rope::Config& c, const ops::Rope::BwdArgs<float>&
 // --- cross-entropy ------------------------------------------------------------------
 
 void OpKernels::run(const ops::CrossEntropy::Config& c, const ops::CrossEntropy::FwdArgs<float>& args) {
-  const float* logits = args.logits;
-  const Index* targets = args.targets;
-  float* loss = args.loss;
-  float* lse = args.lse;
+  const auto& [logits, targets, loss, lse] = args;
   const std::size_t V = c.vocab;
   for (std::size_t n = 0; n < c.rows; ++n)
     if (targets[n] >= 0) ops::CrossEntropy::target(c, targets[n]);  // throws like the spec
@@ -529,11 +465,7 @@ void OpKernels::run(const ops::CrossEntropy::Config& c, const ops::CrossEntropy:
 }
 
 void OpKernels::run(const ops::CrossEntropy::Config& c, const ops::CrossEntropy::BwdArgs<float>& args) {
-  const float* logits = args.logits;
-  const Index* targets = args.targets;
-  const float* lse = args.lse;
-  const float* dloss = args.dloss;
-  float* dlogits = args.dlogits;
+  const auto& [logits, targets, lse, dloss, dlogits] = args;
   const std::size_t V = c.vocab;
   util::parallel_for(c.rows, threads, grain_for(8 * V), [&](std::size_t lo, std::size_t hi) {
     for (std::size_t n = lo; n < hi; ++n) {

@@ -40,29 +40,13 @@ std::size_t scratch_for_chunk(const launch::AttentionShape& s, std::size_t chunk
 }  // namespace
 
 void OpKernels::run(const ops::Attention::Config& c, const ops::Attention::FwdArgs<float>& args) {
-  const float* q = args.q;
-  std::size_t ldq = args.ldq;
-  const float* k = args.k;
-  const float* v = args.v;
-  std::size_t ldkv = args.ldkv;
-  float* o = args.o;
-  float* lse = args.lse;
+  const auto& [q, ldq, k, v, ldkv, o, lse] = args;
   launch::attention_fwd(shape_of(c, ldq, ldkv), q, k, v, o, lse);
   audit::attention_fwd(c, q, ldq, k, v, ldkv, o, lse);
 }
 
 void OpKernels::run(const ops::Attention::Config& c, const ops::Attention::BwdArgs<float>& args) {
-  const float* q = args.q;
-  std::size_t ldq = args.ldq;
-  const float* k = args.k;
-  const float* v = args.v;
-  std::size_t ldkv = args.ldkv;
-  const float* o = args.o;
-  const float* lse = args.lse;
-  const float* dout = args.dout;
-  float* dq = args.dq;
-  float* dk = args.dk;
-  float* dv = args.dv;
+  const auto& [q, ldq, k, v, ldkv, o, lse, dout, dq, dk, dv] = args;
   // The kernels' scratch: D_i = dot_seq(dO_i, o_i) of every (batch, head,
   // query), then the dS tiles (at most launch::kAttentionMaxDsBytes).
   const launch::AttentionShape s = shape_of(c, ldq, ldkv);

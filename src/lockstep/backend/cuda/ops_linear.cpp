@@ -10,10 +10,7 @@ namespace lockstep::cuda {
 
 // y = X·Wᵀ, then y + b[m] (one rounding each, fused into the GEMM's store).
 void OpKernels::run(const ops::Linear::Config& c, const ops::Linear::FwdArgs<float>& args) {
-  const float* x = args.x;
-  const float* w = args.w;
-  const float* b = args.b;
-  float* y = args.y;
+  const auto& [x, w, b, y] = args;
   launch::GemmEpilogue epi;
   if (c.bias) epi.bias = b;
   launch::gemm_xwt(c.rows, c.out, c.in, x, w, y, epi);
@@ -30,12 +27,7 @@ static void audit_backward(const char* op, const ops::Linear::Config& c, const f
 // dx = dy·W, dw = dyᵀ·x (chains over rows), db = column sums of dy; a null
 // output is not computed (db is null without a bias).
 void OpKernels::run(const ops::Linear::Config& c, const ops::Linear::BwdArgs<float>& args) {
-  const float* x = args.x;
-  const float* w = args.w;
-  const float* dy = args.dy;
-  float* dx = args.dx;
-  float* dw = args.dw;
-  float* db = args.db;
+  const auto& [x, w, dy, dx, dw, db] = args;
   if (dx != nullptr) launch::gemm_dyw(c.rows, c.out, c.in, dy, w, dx);
   if (dw != nullptr) launch::gemm_dytx(c.rows, c.out, c.in, dy, x, dw);
   if (c.bias && db != nullptr) launch::column_sums(dy, c.rows, c.out, db);
@@ -48,9 +40,7 @@ void OpKernels::run(const ops::Linear::Config& c, const ops::Linear::BwdArgs<flo
 // the weight scale (s, on the device: only the audit reads it back), as the
 // CPU kernels do.
 void OpKernels::run(const ops::QuantLinearConfig& c, const ops::BitLinear::FwdArgs<float>& args, Aux& aux) {
-  const float* x = args.x;
-  const float* w = args.w;
-  float* y = args.y;
+  const auto& [x, w, y] = args;
   ops::BitLinear::validate(c);
   const std::size_t N = c.rows, K = c.in, M = c.out, nw = M * K;
   // scratch_: weight codes [nw] | activation codes [N*K] | steps [N] | params [4] | sum partials
@@ -73,11 +63,7 @@ void OpKernels::run(const ops::QuantLinearConfig& c, const ops::BitLinear::FwdAr
 
 // STE backward: dx = dy·Ŵ, dW = dyᵀ·x̂ (canonical GEMM chains).
 void OpKernels::run(const ops::QuantLinearConfig& c, const ops::BitLinear::BwdArgs<float>& args, Aux& aux) {
-  const float* x = args.x;
-  const float* w = args.w;
-  const float* dy = args.dy;
-  float* dx = args.dx;
-  float* dw = args.dw;
+  const auto& [x, w, dy, dx, dw] = args;
   if (aux.a.size() != c.rows * c.in || aux.b.size() != c.out * c.in) {
     Aux fresh;  // no forward kept (never the case inside the model): recompute
     DeviceBuffer<float> y(c.rows * c.out);

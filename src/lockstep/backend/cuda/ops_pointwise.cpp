@@ -31,33 +31,25 @@ launch::GeluConstants gelu_constants() {
 // --- embeddings -------------------------------------------------------------------
 
 void OpKernels::run(const ops::Embedding::Config& c, const ops::Embedding::FwdArgs<float>& args) {
-  const Index* ids = args.ids;
-  const float* wte = args.wte;
-  float* y = args.y;
+  const auto& [ids, wte, y] = args;
   launch::embedding_fwd(c.tokens, c.vocab, c.dim, ids, wte, y);
 }
 
 void OpKernels::run(const ops::Embedding::Config& c, const ops::Embedding::BwdArgs<float>& args) {
-  const Index* ids = args.ids;
-  const float* dy = args.dy;
-  float* dwte = args.dwte;
+  const auto& [ids, dy, dwte] = args;
   const std::size_t bytes = launch::embedding_bwd_scratch_bytes(c.tokens, c.vocab);
   scratch_.resize((bytes + sizeof(float) - 1) / sizeof(float));
   launch::embedding_bwd(c.tokens, c.vocab, c.dim, ids, dy, dwte, scratch_.data(), bytes);
 }
 
 void OpKernels::run(const ops::LearnedPositions::Config& c, const ops::LearnedPositions::FwdArgs<float>& args) {
-  const float* x = args.x;
-  const float* wpe = args.wpe;
-  float* y = args.y;
+  const auto& [x, wpe, y] = args;
   ops::LearnedPositions::validate(c);
   launch::positions_fwd(c.batch, c.seq, c.dim, c.offset, x, wpe, y);
 }
 
 void OpKernels::run(const ops::LearnedPositions::Config& c, const ops::LearnedPositions::BwdArgs<float>& args) {
-  const float* dy = args.dy;
-  float* dx = args.dx;
-  float* dwpe = args.dwpe;
+  const auto& [dy, dx, dwpe] = args;
   ops::LearnedPositions::validate(c);
   if (dx != dy) copy_on_device(dx, dy, c.batch * c.seq * c.dim * sizeof(float));
   launch::positions_bwd_wpe(c.batch, c.seq, c.dim, c.max_seq, c.offset, dy, dwpe);
@@ -66,108 +58,69 @@ void OpKernels::run(const ops::LearnedPositions::Config& c, const ops::LearnedPo
 // --- norms ------------------------------------------------------------------------
 
 void OpKernels::run(const ops::NormConfig& c, const ops::LayerNorm::FwdArgs<float>& args) {
-  const float* x = args.x;
-  const float* g = args.gamma;
-  const float* b = args.beta;
-  float* y = args.y;
-  float* mean = args.mean;
-  float* rstd = args.rstd;
+  const auto& [x, g, b, y, mean, rstd] = args;
   launch::layernorm_fwd(c.rows, c.dim, static_cast<float>(c.eps), x, g, b, y, mean, rstd);
 }
 
 void OpKernels::run(const ops::NormConfig& c, const ops::LayerNorm::BwdArgs<float>& args) {
-  const float* x = args.x;
-  const float* g = args.gamma;
-  const float* mean = args.mean;
-  const float* rstd = args.rstd;
-  const float* dy = args.dy;
-  float* dx = args.dx;
-  float* dg = args.dgamma;
-  float* db = args.dbeta;
+  const auto& [x, g, mean, rstd, dy, dx, dg, db] = args;
   launch::layernorm_bwd(c.rows, c.dim, x, g, mean, rstd, dy, dx, dg, db);
 }
 
 void OpKernels::run(const ops::NormConfig& c, const ops::RmsNorm::FwdArgs<float>& args) {
-  const float* x = args.x;
-  const float* w = args.w;
-  float* y = args.y;
-  float* rstd = args.rstd;
+  const auto& [x, w, y, rstd] = args;
   launch::rmsnorm_fwd(c.rows, c.dim, static_cast<float>(c.eps), x, w, y, rstd);
 }
 
 void OpKernels::run(const ops::NormConfig& c, const ops::RmsNorm::BwdArgs<float>& args) {
-  const float* x = args.x;
-  const float* w = args.w;
-  const float* rstd = args.rstd;
-  const float* dy = args.dy;
-  float* dx = args.dx;
-  float* dw = args.dw;
+  const auto& [x, w, rstd, dy, dx, dw] = args;
   launch::rmsnorm_bwd(c.rows, c.dim, x, w, rstd, dy, dx, dw);
 }
 
 // --- activations --------------------------------------------------------------------
 
 void OpKernels::run(const ops::ElementwiseConfig& c, const ops::Gelu::FwdArgs<float>& args, Aux& aux) {
-  const float* x = args.x;
-  float* y = args.y;
+  const auto& [x, y] = args;
   aux.a.resize(c.n);  // tanh(u(x)), kept for the backward
   launch::gelu_fwd(c.n, gelu_constants(), x, y, aux.a.data());
 }
 
 void OpKernels::run(const ops::ElementwiseConfig& c, const ops::Gelu::BwdArgs<float>& args, Aux& aux) {
-  const float* x = args.x;
-  const float* dy = args.dy;
-  float* dx = args.dx;
+  const auto& [x, dy, dx] = args;
   const bool kept = aux.a.size() == c.n;
   launch::gelu_bwd(c.n, gelu_constants(), x, kept ? aux.a.data() : nullptr, dy, dx);
 }
 
 void OpKernels::run(const ops::ElementwiseConfig& c, const ops::SwiGlu::FwdArgs<float>& args, Aux& aux) {
-  const float* gate = args.gate;
-  const float* up = args.up;
-  float* y = args.y;
+  const auto& [gate, up, y] = args;
   aux.a.resize(c.n);  // σ(gate), kept for the backward
   launch::swiglu_fwd(c.n, gate, up, y, aux.a.data());
 }
 
 void OpKernels::run(const ops::ElementwiseConfig& c, const ops::SwiGlu::BwdArgs<float>& args, Aux& aux) {
-  const float* gate = args.gate;
-  const float* up = args.up;
-  const float* dy = args.dy;
-  float* dgate = args.dgate;
-  float* dup = args.dup;
+  const auto& [gate, up, dy, dgate, dup] = args;
   const bool kept = aux.a.size() == c.n;
   launch::swiglu_bwd(c.n, gate, up, kept ? aux.a.data() : nullptr, dy, dgate, dup);
 }
 
 void OpKernels::run(const ops::ElementwiseConfig& c, const ops::ReluSqMul::FwdArgs<float>& args) {
-  const float* gate = args.gate;
-  const float* up = args.up;
-  float* y = args.y;
+  const auto& [gate, up, y] = args;
   launch::relu2mul_fwd(c.n, gate, up, y);
 }
 
 void OpKernels::run(const ops::ElementwiseConfig& c, const ops::ReluSqMul::BwdArgs<float>& args) {
-  const float* gate = args.gate;
-  const float* up = args.up;
-  const float* dy = args.dy;
-  float* dgate = args.dgate;
-  float* dup = args.dup;
+  const auto& [gate, up, dy, dgate, dup] = args;
   launch::relu2mul_bwd(c.n, gate, up, dy, dgate, dup);
 }
 
 void OpKernels::run(const ops::ElementwiseConfig& c, const ops::ResidualAdd::FwdArgs<float>& args) {
-  const float* a = args.a;
-  const float* b = args.b;
-  float* y = args.y;
+  const auto& [a, b, y] = args;
   launch::residual_fwd(c.n, a, b, y);
 }
 
 // da = dy, db = dy: copies unless the caller routes them in place.
 void OpKernels::run(const ops::ElementwiseConfig& c, const ops::ResidualAdd::BwdArgs<float>& args) {
-  const float* dy = args.dy;
-  float* da = args.da;
-  float* db = args.db;
+  const auto& [dy, da, db] = args;
   if (da != dy) copy_on_device(da, dy, c.n * sizeof(float));
   if (db != dy) copy_on_device(db, dy, c.n * sizeof(float));
 }
@@ -191,15 +144,13 @@ static const float* rope_table_for(const ops::Rope::Config& c, ops::Rope::Config
 }
 
 void OpKernels::run(const ops::Rope::Config& c, const ops::Rope::FwdArgs<float>& args) {
-  const float* x = args.x;
-  float* y = args.y;
+  const auto& [x, y] = args;
   const float* tab = rope_table_for(c, rope_key_, rope_valid_, rope_table_);
   launch::rope(c.batch, c.seq, c.heads, c.head_dim, c.layout == ops::RopeLayout::interleaved, tab, x, y, false);
 }
 
 void OpKernels::run(const ops::Rope::Config& c, const ops::Rope::BwdArgs<float>& args) {
-  const float* dy = args.dy;
-  float* dx = args.dx;
+  const auto& [dy, dx] = args;
   const float* tab = rope_table_for(c, rope_key_, rope_valid_, rope_table_);
   launch::rope(c.batch, c.seq, c.heads, c.head_dim, c.layout == ops::RopeLayout::interleaved, tab, dy, dx, true);
 }
@@ -207,19 +158,12 @@ void OpKernels::run(const ops::Rope::Config& c, const ops::Rope::BwdArgs<float>&
 // --- cross-entropy ----------------------------------------------------------------------
 
 void OpKernels::run(const ops::CrossEntropy::Config& c, const ops::CrossEntropy::FwdArgs<float>& args) {
-  const float* logits = args.logits;
-  const Index* targets = args.targets;
-  float* loss = args.loss;
-  float* lse = args.lse;
+  const auto& [logits, targets, loss, lse] = args;
   launch::ce_fwd(c.rows, c.vocab, logits, targets, loss, lse);
 }
 
 void OpKernels::run(const ops::CrossEntropy::Config& c, const ops::CrossEntropy::BwdArgs<float>& args) {
-  const float* logits = args.logits;
-  const Index* targets = args.targets;
-  const float* lse = args.lse;
-  const float* dloss = args.dloss;
-  float* dlogits = args.dlogits;
+  const auto& [logits, targets, lse, dloss, dlogits] = args;
   launch::ce_bwd(c.rows, c.vocab, logits, targets, lse, dloss, dlogits);
 }
 
