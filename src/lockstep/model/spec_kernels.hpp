@@ -7,16 +7,23 @@
 // reference the fast CPU kernels (backend/cpu/ops.hpp) must equal bit for bit
 // in float, and what the whole-model gradient check differentiates in double.
 //
-// Kernel-set interface (shared with the fast sets): a run(config, args)
-// overload per op and direction, called by op type through
-// ad::KeyedKernels (ad/kernel_set.hpp); the args are the op's FwdArgs/
-// BwdArgs (ops/kernel_args.hpp: named row-major arrays with the shapes of the
-// op's Inputs/Outputs, and the outputs that may alias an input); add_into.
+// Kernel-set interface (shared with the fast sets): run(config, args) per op
+// and direction, called by op type through ad::KeyedKernels
+// (ad/kernel_set.hpp); the args are the op's FwdArgs/BwdArgs
+// (ops/kernel_args.hpp: named row-major arrays with the shapes of the op's
+// Inputs/Outputs, and the outputs that may alias an input); add_into. One
+// generic run serves every op whose args carry the spec's tensors by name
+// (x -> Inputs::x, y <- Outputs::y, dy -> the cotangent of y, dx <- the
+// gradient of x): a new op needs nothing here. Attention (strided q/k/v rows)
+// and BitLinear (the gradient check's surrogate modes) have their own.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "lockstep/ad/kernel_set.hpp"
@@ -28,6 +35,19 @@ namespace lockstep::model {
 
 template <class T>
 class SpecKernels : public ad::KeyedKernels<SpecKernels<T>, T>, public ad::LegacyKernelNames<SpecKernels<T>, T> {
+  // The op whose FwdArgs<T> or BwdArgs<T> A is (void: none of ops::ModelOps).
+  template <class A, class List = ops::ModelOps>
+  struct OpOf {
+    using type = void;
+  };
+  template <class A, class Op, class... Rest>
+  struct OpOf<A, ad::OpList<Op, Rest...>> {
+    using type = std::conditional_t<std::is_same_v<A, ops::FwdArgsOf<Op, T>> || std::is_same_v<A, ops::BwdArgsOf<Op, T>>,
+                                    Op, typename OpOf<A, ad::OpList<Rest...>>::type>;
+  };
+  template <class A>
+  using OpOfArgs = typename OpOf<A>::type;
+
  public:
   using Index = ops::Index;
   using Aux = model::Aux;
@@ -46,40 +66,42 @@ class SpecKernels : public ad::KeyedKernels<SpecKernels<T>, T>, public ad::Legac
     if (quant == Quant::Record) points_.clear();
   }
 
-  void run(const ops::Embedding::Config& c, const ops::Embedding::FwdArgs<T>& a) {
-    ops::Embedding::Inputs<T> in{idx({c.tokens}, a.ids), ten({c.vocab, c.dim}, a.wte)};
-    put(ops::Embedding::forward<T>(c, in).y, a.y);
+  // Every other op of ops::ModelOps, by the names of its args: each input
+  // (and, in a backward, each saved value) goes into the spec's Inputs
+  // (Outputs) field of the same name, a backward's cotangent of output `y`
+  // is the args' `dy`; the spec's outputs go to the args' fields of the same
+  // name, the gradient of input `x` to `dx`. A spec input the args do not
+  // carry stays empty (a backward reads only the Config for its shape).
+  template <class C, class A>
+    requires(!std::is_void_v<OpOfArgs<A>>)
+  void run(const C& c, const A& a) {
+    using Op = OpOfArgs<A>;
+    static_assert(std::is_same_v<C, typename Op::Config>);
+    if constexpr (std::is_same_v<A, ops::FwdArgsOf<Op, T>>) {
+      typename Op::template Inputs<T> in;
+      ops::for_each_field(in, [&](std::string_view name, auto& t, ops::Arg) { load(a, c, name, t); });
+      const auto out = Op::template forward<T>(c, in);
+      ops::for_each_field(out, [&](std::string_view name, const auto& t, ops::Arg) { store(a, c, name, t); });
+    } else {
+      typename Op::template Inputs<T> in;
+      typename Op::template Outputs<T> out, dout;
+      ops::for_each_field(in, [&](std::string_view name, auto& t, ops::Arg) { load(a, c, name, t); });
+      ops::for_each_field(out, [&](std::string_view name, auto& t, ops::Arg arg) {
+        if (arg == ops::Arg::saved) load(a, c, name, t);
+      });
+      ops::for_each_field(dout, [&](std::string_view name, auto& t, ops::Arg arg) {
+        if (arg == ops::Arg::output) load(a, c, "d" + std::string(name), t);
+      });
+      const auto g = Op::template backward<T>(c, in, out, dout);
+      ops::for_each_field(g, [&](std::string_view name, const auto& t, ops::Arg arg) {
+        if (arg == ops::Arg::diff) store(a, c, "d" + std::string(name), t);
+      });
+    }
   }
-  void run(const ops::Embedding::Config& c, const ops::Embedding::BwdArgs<T>& a) {
-    ops::Embedding::Inputs<T> in{idx({c.tokens}, a.ids), Tensor<T>({c.vocab, c.dim})};
-    ops::Embedding::Outputs<T> d{ten({c.tokens, c.dim}, a.dy)};
-    put(ops::Embedding::backward<T>(c, in, {}, d).wte, a.dwte);
-  }
-
-  void run(const ops::LearnedPositions::Config& c, const ops::LearnedPositions::FwdArgs<T>& a) {
-    ops::LearnedPositions::Inputs<T> in{ten({c.batch, c.seq, c.dim}, a.x), ten({c.max_seq, c.dim}, a.wpe)};
-    put(ops::LearnedPositions::forward<T>(c, in).y, a.y);
-  }
-  void run(const ops::LearnedPositions::Config& c, const ops::LearnedPositions::BwdArgs<T>& a) {
-    ops::LearnedPositions::Outputs<T> d{ten({c.batch, c.seq, c.dim}, a.dy)};
-    const auto g = ops::LearnedPositions::backward<T>(c, {}, {}, d);
-    put(g.x, a.dx);
-    put(g.wpe, a.dwpe);
-  }
-
-  void run(const ops::Linear::Config& c, const ops::Linear::FwdArgs<T>& a) {
-    ops::Linear::Inputs<T> in{ten({c.rows, c.in}, a.x), ten({c.out, c.in}, a.w), {}};
-    if (c.bias) in.b = ten({c.out}, a.b);
-    put(ops::Linear::forward<T>(c, in).y, a.y);
-  }
-  void run(const ops::Linear::Config& c, const ops::Linear::BwdArgs<T>& a) {
-    ops::Linear::Inputs<T> in{ten({c.rows, c.in}, a.x), ten({c.out, c.in}, a.w), {}};
-    if (c.bias) in.b = Tensor<T>({c.out});
-    ops::Linear::Outputs<T> d{ten({c.rows, c.out}, a.dy)};
-    const auto g = ops::Linear::backward<T>(c, in, {}, d);
-    put(g.x, a.dx);
-    put(g.w, a.dw);
-    if (c.bias) put(g.b, a.db);
+  template <class C, class A>
+    requires(!std::is_void_v<OpOfArgs<A>>)
+  void run(const C& c, const A& a, Aux&) {
+    run(c, a);
   }
 
   void run(const ops::QuantLinearConfig& c, const ops::BitLinear::FwdArgs<T>& a, Aux&) {
@@ -100,77 +122,6 @@ class SpecKernels : public ad::KeyedKernels<SpecKernels<T>, T>, public ad::Legac
     put(g.w, a.dw);
   }
 
-  void run(const ops::NormConfig& c, const ops::LayerNorm::FwdArgs<T>& a) {
-    ops::LayerNorm::Inputs<T> in{ten({c.rows, c.dim}, a.x), ten({c.dim}, a.gamma), ten({c.dim}, a.beta)};
-    const auto o = ops::LayerNorm::forward<T>(c, in);
-    put(o.y, a.y);
-    put(o.mean, a.mean);
-    put(o.rstd, a.rstd);
-  }
-  void run(const ops::NormConfig& c, const ops::LayerNorm::BwdArgs<T>& a) {
-    ops::LayerNorm::Inputs<T> in{ten({c.rows, c.dim}, a.x), ten({c.dim}, a.gamma), Tensor<T>({c.dim})};
-    ops::LayerNorm::Outputs<T> o{{}, ten({c.rows}, a.mean), ten({c.rows}, a.rstd)};
-    ops::LayerNorm::Outputs<T> d{ten({c.rows, c.dim}, a.dy), {}, {}};
-    const auto gr = ops::LayerNorm::backward<T>(c, in, o, d);
-    put(gr.x, a.dx);
-    put(gr.gamma, a.dgamma);
-    put(gr.beta, a.dbeta);
-  }
-
-  void run(const ops::NormConfig& c, const ops::RmsNorm::FwdArgs<T>& a) {
-    ops::RmsNorm::Inputs<T> in{ten({c.rows, c.dim}, a.x), ten({c.dim}, a.w)};
-    const auto o = ops::RmsNorm::forward<T>(c, in);
-    put(o.y, a.y);
-    put(o.rstd, a.rstd);
-  }
-  void run(const ops::NormConfig& c, const ops::RmsNorm::BwdArgs<T>& a) {
-    ops::RmsNorm::Inputs<T> in{ten({c.rows, c.dim}, a.x), ten({c.dim}, a.w)};
-    ops::RmsNorm::Outputs<T> o{{}, ten({c.rows}, a.rstd)};
-    ops::RmsNorm::Outputs<T> d{ten({c.rows, c.dim}, a.dy), {}};
-    const auto g = ops::RmsNorm::backward<T>(c, in, o, d);
-    put(g.x, a.dx);
-    put(g.w, a.dw);
-  }
-
-  void run(const ops::ElementwiseConfig& c, const ops::Gelu::FwdArgs<T>& a, Aux&) {
-    put(ops::Gelu::forward<T>(c, {ten({c.n}, a.x)}).y, a.y);
-  }
-  void run(const ops::ElementwiseConfig& c, const ops::Gelu::BwdArgs<T>& a, Aux&) {
-    put(ops::Gelu::backward<T>(c, {ten({c.n}, a.x)}, {}, {ten({c.n}, a.dy)}).x, a.dx);
-  }
-  void run(const ops::ElementwiseConfig& c, const ops::SwiGlu::FwdArgs<T>& a, Aux&) {
-    put(ops::SwiGlu::forward<T>(c, {ten({c.n}, a.gate), ten({c.n}, a.up)}).y, a.y);
-  }
-  void run(const ops::ElementwiseConfig& c, const ops::SwiGlu::BwdArgs<T>& a, Aux&) {
-    const auto g = ops::SwiGlu::backward<T>(c, {ten({c.n}, a.gate), ten({c.n}, a.up)}, {}, {ten({c.n}, a.dy)});
-    put(g.gate, a.dgate);
-    put(g.up, a.dup);
-  }
-  void run(const ops::ElementwiseConfig& c, const ops::ReluSqMul::FwdArgs<T>& a) {
-    put(ops::ReluSqMul::forward<T>(c, {ten({c.n}, a.gate), ten({c.n}, a.up)}).y, a.y);
-  }
-  void run(const ops::ElementwiseConfig& c, const ops::ReluSqMul::BwdArgs<T>& a) {
-    const auto g = ops::ReluSqMul::backward<T>(c, {ten({c.n}, a.gate), ten({c.n}, a.up)}, {}, {ten({c.n}, a.dy)});
-    put(g.gate, a.dgate);
-    put(g.up, a.dup);
-  }
-  void run(const ops::ElementwiseConfig& c, const ops::ResidualAdd::FwdArgs<T>& a) {
-    put(ops::ResidualAdd::forward<T>(c, {ten({c.n}, a.a), ten({c.n}, a.b)}).y, a.y);
-  }
-  // da and db may alias dy (the engine routes the gradient without a copy).
-  void run(const ops::ElementwiseConfig& c, const ops::ResidualAdd::BwdArgs<T>& a) {
-    const auto g = ops::ResidualAdd::backward<T>(c, {}, {}, {ten({c.n}, a.dy)});
-    put(g.a, a.da);
-    put(g.b, a.db);
-  }
-
-  void run(const ops::Rope::Config& c, const ops::Rope::FwdArgs<T>& a) {
-    put(ops::Rope::forward<T>(c, {ten({c.batch, c.seq, c.heads, c.head_dim}, a.x)}).y, a.y);
-  }
-  void run(const ops::Rope::Config& c, const ops::Rope::BwdArgs<T>& a) {
-    put(ops::Rope::backward<T>(c, {}, {}, {ten({c.batch, c.seq, c.heads, c.head_dim}, a.dy)}).x, a.dx);
-  }
-
   void run(const ops::Attention::Config& c, const ops::Attention::FwdArgs<T>& a) {
     const auto in = gather_qkv(c, a.q, a.ldq, a.k, a.v, a.ldkv);
     const auto out = ops::Attention::forward<T>(c, in);
@@ -188,33 +139,41 @@ class SpecKernels : public ad::KeyedKernels<SpecKernels<T>, T>, public ad::Legac
     scatter_rows(g.v, c.kv_heads * c.head_dim, a.dv, a.ldkv);
   }
 
-  void run(const ops::CrossEntropy::Config& c, const ops::CrossEntropy::FwdArgs<T>& a) {
-    ops::CrossEntropy::Inputs<T> in{ten({c.rows, c.vocab}, a.logits), idx({c.rows}, a.targets)};
-    const auto o = ops::CrossEntropy::forward<T>(c, in);
-    put(o.loss, a.loss);
-    put(o.lse, a.lse);
-  }
-  // dlogits may alias logits.
-  void run(const ops::CrossEntropy::Config& c, const ops::CrossEntropy::BwdArgs<T>& a) {
-    ops::CrossEntropy::Inputs<T> in{ten({c.rows, c.vocab}, a.logits), idx({c.rows}, a.targets)};
-    ops::CrossEntropy::Outputs<T> o{{}, ten({c.rows}, a.lse)};
-    ops::CrossEntropy::Outputs<T> d{ten({c.rows}, a.dloss), {}};
-    put(ops::CrossEntropy::backward<T>(c, in, o, d).logits, a.dlogits);
-  }
-
   // The gradient of a tensor read by several ops: acc = acc + x, element-wise.
   void add_into(std::size_t n, T* acc, const T* x) {
     for (std::size_t i = 0; i < n; ++i) acc[i] = acc[i] + x[i];
   }
 
  private:
+  // Tensor t <- the args' array `name` (left empty if the args have none, or it is absent).
+  template <class A, class C, class E>
+  static void load(const A& a, const C& c, std::string_view name, Tensor<E>& t) {
+    A args = a;
+    ops::for_each_arg(args, c, [&](const ops::Field& f, auto& p) {
+      if constexpr (std::is_same_v<std::remove_cvref_t<decltype(*p)>, E>)
+        if (f.name == name && f.count > 0 && p != nullptr) {
+          t = Tensor<E>({f.count});
+          for (std::size_t i = 0; i < f.count; ++i) t[i] = p[i];
+        }
+    });
+  }
+  // The args' output `name` <- tensor t (nothing if the args have none, or it is absent).
+  template <class A, class C, class E>
+  static void store(const A& a, const C& c, std::string_view name, const Tensor<E>& t) {
+    A args = a;
+    ops::for_each_arg(args, c, [&](const ops::Field& f, auto& p) {
+      using P = std::remove_reference_t<decltype(p)>;
+      if constexpr (std::is_same_v<P, E*>)
+        if (f.name == name && f.role != ops::Role::in && f.count > 0 && p != nullptr) {
+          if (t.numel() != f.count)
+            throw std::logic_error("spec kernels: " + std::string(name) + " has " + std::to_string(t.numel()) +
+                                   " cells, its argument " + std::to_string(f.count));
+          for (std::size_t i = 0; i < f.count; ++i) p[i] = t[i];
+        }
+    });
+  }
   static Tensor<T> ten(Shape s, const T* p) {
     Tensor<T> t(std::move(s));
-    for (std::size_t i = 0; i < t.numel(); ++i) t[i] = p[i];
-    return t;
-  }
-  static Tensor<Index> idx(Shape s, const Index* p) {
-    Tensor<Index> t(std::move(s));
     for (std::size_t i = 0; i < t.numel(); ++i) t[i] = p[i];
     return t;
   }
