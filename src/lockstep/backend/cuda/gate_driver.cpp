@@ -56,6 +56,7 @@ namespace {
 
 using Vec = std::vector<float>;
 using Ids = std::vector<ops::Index>;
+using HostAux = cpu::OpKernels::Aux;  // what the CPU kernels keep from a forward
 
 constexpr std::uint32_t kSentinel = 0x7FC0DEADu;  // a NaN no kernel writes
 
@@ -135,7 +136,7 @@ std::string compare(std::vector<Array>& arrs, bool alias) {
 
 Vec downloaded(const DeviceBuffer<float>& b) { return b.empty() ? Vec{} : b.download(); }
 
-std::string compare_aux(const model::Aux& h, const Aux& g) {
+std::string compare_aux(const HostAux& h, const Aux& g) {
   const float hs = h.s, gs = g.scale();
   std::string d = first_difference("aux.s (weight scale)", &hs, &gs, 1);
   if (d.empty()) d = first_difference("aux.a", h.a, downloaded(g.a));
@@ -143,7 +144,7 @@ std::string compare_aux(const model::Aux& h, const Aux& g) {
   return d;
 }
 
-Aux upload_aux(const model::Aux& h) {
+Aux upload_aux(const HostAux& h) {
   Aux g;
   if (!h.a.empty()) g.a.upload(h.a);
   if (!h.b.empty()) {
@@ -258,7 +259,7 @@ struct OpGates {
     for (Array& a : arrs) prepare_cells(a, rng);
     upload(arrs);
     auto ck = cpu_kernels();
-    model::Aux haux;
+    HostAux haux;
     forward(ck, c, bind(c, proto, arrs, false, false), haux);
     OpKernels gk;
     Aux gaux;
@@ -282,7 +283,7 @@ struct OpGates {
     bool needs_forward = kAux && v.aux_kept;
     for (const Array& a : arrs) needs_forward = needs_forward || a.field.role == ops::Role::saved;
     auto ck = cpu_kernels();
-    model::Aux haux;
+    HostAux haux;
     if (needs_forward) {
       // The CPU forward on the same inputs (the backward's, by name; its
       // other inputs seeded afresh): its saved outputs and Aux.
