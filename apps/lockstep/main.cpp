@@ -25,6 +25,7 @@
 #include "lockstep/train/run.hpp"
 #include "lockstep/version.hpp"
 #include "lockstep/verify/report.hpp"
+#include "suites.hpp"
 
 namespace {
 

@@ -29,6 +29,7 @@
 #include "lockstep/num/rng.hpp"
 #include "lockstep/train/config.hpp"
 #include "lockstep/train/optim.hpp"
+#include "lockstep/train/step.hpp"
 #include "lockstep/util/parallel.hpp"
 
 namespace {
@@ -112,8 +113,9 @@ Measured measure(BenchConfig& bc, int threads, int steps, const std::string& dev
   double model_s = 0, optim_s = 0;  // forward+backward vs clip+AdamW (host models: timed apart)
   auto step = [&](std::int64_t t) {
     const auto a = Clock::now();
-    if (m->owns_optimizer()) {  // as the trainer does: the whole step where the parameters live, one wait
-      m->train_step(in, tg, bc.batch, bc.seq, 1, 1.0f, train::adamw_scalars(opt, 1e-3f, t), threads);
+    if (m->step_stages() != nullptr) {  // as the trainer does: the step pipeline where the parameters live, one wait
+      train::run_step(*m->step_stages(), {in, tg, bc.batch, bc.seq, 1}, 1.0f, train::adamw_scalars(opt, 1e-3f, t), {},
+                      threads);
       model_s += std::chrono::duration<double>(Clock::now() - a).count();
       return;
     }
@@ -140,10 +142,13 @@ Measured measure(BenchConfig& bc, int threads, int steps, const std::string& dev
   r.ms_per_step = 1e3 * wall / steps;
   r.model_ms = 1e3 * model_s / steps;
   r.optim_ms = 1e3 * optim_s / steps;
-  if (m->owns_optimizer()) {
-    // The update alone (each call waits for the device once), split off the whole step.
+  if (model::StepStages* st = m->step_stages()) {
+    // The update stage alone (each finish waits for the device once), split off the whole step.
     const auto o0 = Clock::now();
-    for (int s = 0; s < steps; ++s) m->optimizer_step(1.0f, 1.0f, train::adamw_scalars(opt, 1e-3f, steps + 2 + s));
+    for (int s = 0; s < steps; ++s) {
+      st->update(1.0f, train::adamw_scalars(opt, 1e-3f, steps + 2 + s));
+      st->finish();
+    }
     r.optim_ms = 1e3 * std::chrono::duration<double>(Clock::now() - o0).count() / steps;
     r.model_ms -= r.optim_ms;
   }

@@ -3,7 +3,8 @@
 // CASE 0 must compile; every other case must FAIL to compile with the named
 // concept (or the missing handler) in the diagnostic.
 //
-//   0  intact: the real layer lists, a complete hand-made layer and its runner
+//   0  intact: the real layer lists and families, a complete hand-made layer and
+//      its runner
 //   1  the GPT-2 block's backward chain with mlp.act (GELU) removed
 //   2  a step whose op has a forward but no backward
 //   3  a backward chain in the wrong order
@@ -11,6 +12,9 @@
 //   5  a forward that names the same place twice
 //   6  a listed step the layer implementation has no handler for
 //   7  a kernel set without an op's backward (model/kernel_set.hpp)
+#include "lockstep/model/families/bitnet.hpp"
+#include "lockstep/model/families/gpt2.hpp"
+#include "lockstep/model/families/llama.hpp"
 #include "lockstep/model/kernel_set.hpp"
 #include "lockstep/model/layers.hpp"
 
@@ -66,6 +70,7 @@ static_assert(m::KernelSet<GeluKernels, float, GeluOnly>);
 static_assert(m::BackwardChainCoversForward<m::gpt2::Block::forward_steps, m::gpt2::Block::backward_steps>);
 static_assert(m::gpt2::Block::missing == 0 && m::llama::Block::missing == 0 && m::bitnet::Block::missing == 0);
 static_assert(m::gpt2::Stem::missing == 0 && m::gpt2::Head::missing == 0 && m::llama::Head::missing == 0);
+static_assert(m::ModelFamily<m::Gpt2Family> && m::ModelFamily<m::LlamaFamily> && m::ModelFamily<m::BitnetFamily>);
 using Complete = m::Layer<m::Forward<A, B>, m::Backward<B, A>>;
 int run() {
   Runner r;

@@ -82,7 +82,7 @@ struct BitLinearProblem {
     w = uniform(M * K, stream + 1, -0.1f, 0.2f);
     y.assign(N * M, std::numeric_limits<float>::quiet_NaN());
     cpu::OpKernels kern;
-    model::Aux aux;
+    cpu::Aux aux;
     kern.forward<ops::BitLinear>({N, K, M}, {.x = x.data(), .w = w.data(), .y = y.data()}, aux);
     scale = aux.s;
   }

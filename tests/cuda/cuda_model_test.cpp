@@ -24,6 +24,7 @@
 #include "lockstep/num/hash.hpp"
 #include "lockstep/num/rng.hpp"
 #include "lockstep/train/optim.hpp"
+#include "lockstep/train/step.hpp"
 #include "lockstep/train/run.hpp"
 
 #include "../common/sample_text.hpp"
@@ -98,13 +99,12 @@ TEST(CudaMemory, ASteadyStateStepAllocatesNothing) {
   model::ModelConfig cfg = model::preset("gpt2-micro");
   auto gpu = model::make_cuda_model(cfg, "off");
   gpu->init(1);
-  ASSERT_TRUE(gpu->owns_optimizer());
+  ASSERT_NE(gpu->step_stages(), nullptr);
   const std::int64_t B = 4, T = 32;
   const auto in = tokens(B * T, cfg.vocab_size, 7), tg = tokens(B * T, cfg.vocab_size, 8);
   const train::AdamWConfig adamw;
   auto step = [&](std::int64_t t) {
-    gpu->forward_backward(in, tg, B, T, false, 0);
-    gpu->optimizer_step(1.0f, 1.0f, train::adamw_scalars(adamw, 1e-3f, t));
+    train::run_step(*gpu->step_stages(), {in, tg, B, T, 1}, 1.0f, train::adamw_scalars(adamw, 1e-3f, t), {}, 0);
   };
   step(1);
   step(2);
@@ -206,8 +206,9 @@ TEST(CudaTraining, EveryFamilyEndsOnTheCpuRunsWeights) {
 }
 
 // DESIGN (issue 5, memory): no host synchronization inside a step except the
-// audits'. train_step stages the batch asynchronously, keeps the losses, the
-// norm and the clip on the device, and reads one control block at its end.
+// audits'. The step pipeline (train::run_step) over the device model's stages
+// stages the batch asynchronously, keeps the losses, the norm and the clip on
+// the device, and reads one control block at its end.
 TEST(CudaTraining, AStepWaitsForTheDeviceOnceAtItsEnd) {
   for (const char* family : {"gpt2-micro", "llama-micro", "bitnet-micro"}) {
     model::ModelConfig cfg = model::preset(family);
@@ -216,22 +217,22 @@ TEST(CudaTraining, AStepWaitsForTheDeviceOnceAtItsEnd) {
     const std::int64_t B = 2, T = 32, A = 2;
     const auto in = tokens(B * T * A, cfg.vocab_size, 21), tg = tokens(B * T * A, cfg.vocab_size, 22);
     const train::AdamWConfig adamw;
+    const train::StepBatch batch{in, tg, B, T, A};
     for (std::int64_t t = 1; t <= 2; ++t)  // first steps: tables, staging buffers
-      gpu->train_step(in, tg, B, T, A, 1.0f, train::adamw_scalars(adamw, 1e-3f, t), 0);
+      train::run_step(*gpu->step_stages(), batch, 1.0f, train::adamw_scalars(adamw, 1e-3f, t), {}, 0);
     const std::size_t before = cuda::host_waits();
-    const auto r = gpu->train_step(in, tg, B, T, A, 1.0f, train::adamw_scalars(adamw, 1e-3f, 3), 0);
+    const auto r = train::run_step(*gpu->step_stages(), batch, 1.0f, train::adamw_scalars(adamw, 1e-3f, 3), {}, 0);
     const std::size_t step_waits = cuda::host_waits() - before;
-    // The same step as separate calls (each forward_backward and the
-    // optimizer step return a number to the host): the counter sees those waits.
+    // The micro-batches as separate calls (each forward_backward returns its
+    // loss to the host): the counter sees those waits.
     const std::size_t before_split = cuda::host_waits();
     const auto micro = static_cast<std::size_t>(B * T);
     for (std::int64_t a = 0; a < A; ++a)
       gpu->forward_backward(std::span(in).subspan(a * micro, micro), std::span(tg).subspan(a * micro, micro), B, T,
                             a > 0, 0);
-    gpu->optimizer_step(0.5f, 1.0f, train::adamw_scalars(adamw, 1e-3f, 4));
     const std::size_t split_waits = cuda::host_waits() - before_split;
-    std::printf("%s: train_step waited %zu time(s) for the device (loss %.6f, norm %.6f); the same step as separate "
-                "calls waited %zu times\n",
+    std::printf("%s: the step pipeline waited %zu time(s) for the device (loss %.6f, norm %.6f); its micro-batches "
+                "as separate calls waited %zu times\n",
                 family, step_waits, static_cast<double>(r.loss), static_cast<double>(r.norm), split_waits);
     EXPECT_EQ(step_waits, 1u) << family;
     EXPECT_GT(split_waits, 1u) << family;
@@ -254,12 +255,13 @@ TEST(CudaTraining, ANonFiniteLossUpdatesNothing) {
   std::vector<std::vector<float>> before;
   for (const auto& p : gpu->params()) before.push_back(p.value);
   std::vector<std::vector<float>> m0, v0, m1, v1;
-  gpu->get_moments(m0, v0);
+  gpu->step_stages()->get_moments(m0, v0);
   const train::AdamWConfig adamw;
-  const auto r = gpu->train_step(in, tg, B, T, 1, 1.0f, train::adamw_scalars(adamw, 1e-3f, 1), 0);
+  const auto r = train::run_step(*gpu->step_stages(), {in, tg, B, T, 1}, 1.0f, train::adamw_scalars(adamw, 1e-3f, 1),
+                                 {}, 0);
   EXPECT_TRUE(std::isnan(r.loss)) << r.loss;
   EXPECT_TRUE(std::isnan(r.norm));
-  gpu->get_moments(m1, v1);
+  gpu->step_stages()->get_moments(m1, v1);
   const auto& after = std::as_const(*gpu).params();
   for (std::size_t i = 0; i < after.size(); ++i)
     EXPECT_EQ(0, std::memcmp(after[i].value.data(), before[i].data(), before[i].size() * 4)) << after[i].name;
@@ -293,7 +295,9 @@ TEST(CudaTraining, BadTokensAreRefusedAsOnTheCpu) {
   EXPECT_EQ(on_gpu, on_cpu);
   EXPECT_NE(on_gpu, "accepted");
   const train::AdamWConfig adamw;
-  EXPECT_THROW(gpu->train_step(in, tg, B, T, 1, 1.0f, train::adamw_scalars(adamw, 1e-3f, 1), 0), std::out_of_range);
+  EXPECT_THROW(train::run_step(*gpu->step_stages(), {in, tg, B, T, 1}, 1.0f, train::adamw_scalars(adamw, 1e-3f, 1),
+                               {}, 0),
+               std::out_of_range);
   const auto& after = std::as_const(*gpu).params();
   const auto& before = std::as_const(*cpu).params();
   for (std::size_t i = 0; i < after.size(); ++i)

@@ -312,7 +312,7 @@ TEST(CudaPointwise, Gpt2ShapesMatchTheCpuAndTimings) {
            f4 * 4 * N * F);
     {
       std::vector<float> y(N * F), dx(N * F);
-      lockstep::model::Aux caux;
+      lockstep::cpu::Aux caux;
       c.forward<ops::Gelu>(ec, {.x = a.data(), .y = y.data()}, caux);
       c.backward<ops::Gelu>(ec, {.x = a.data(), .dy = dy.data(), .dx = dx.data()}, caux);
       EXPECT_EQ(differing(y, d_y.download()) + differing(caux.a, aux.a.download()), 0u) << "gelu_fwd";

@@ -7,8 +7,10 @@
 #include <limits>
 #include <random>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
+#include "lockstep/ops/optim.hpp"
 #include "lockstep/train/optim.hpp"
 
 namespace t = lockstep::train;
@@ -127,6 +129,65 @@ TEST(Clip, RefusesNonFiniteGradientsNamingTheTensor) {
     FAIL() << "NaN gradient accepted";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("h.0.ln_1.bias"), std::string::npos) << e.what();
+  }
+}
+
+// The optimizer op's whole step (ops::reference_step, what the CUDA start-up
+// gates compare the device kernels with) is the trainer's host sequence bit
+// for bit: grads scaled by 1/accum, clip_grad_norm, adamw_step; with the clip
+// active and inactive, accumulation 1 and 3, tensors across the 4096-chunk
+// boundaries.
+TEST(OptimOp, ReferenceStepIsTheTrainersSequence) {
+  for (float max_norm : {0.0f, 0.5f, 1e4f})
+    for (std::size_t accum : {std::size_t{1}, std::size_t{3}}) {
+      auto host = make(11, {4096, 4097, 1, 8191, 300, 12289});
+      fill_grads(host, 12);
+      auto spec = host;
+      const t::AdamWConfig cfg;
+      const auto sc = t::adamw_scalars(cfg, 3e-4f, 2);
+      // The trainer's sequence (trainer.cpp's host loop).
+      std::vector<t::ParamSlot> slots;
+      for (std::size_t i = 0; i < host.size(); ++i) slots.push_back(host[i].slot("w", i % 2 == 0));
+      const float scale = lockstep::ops::accum_grad_scale(accum);
+      for (auto& sl : slots)
+        for (float& g : sl.grad) g = g * scale;
+      const float norm = t::clip_grad_norm(slots, max_norm, 3);
+      t::adamw_step(slots, sc, 3);
+      // The op's reference.
+      std::vector<lockstep::ops::OptimTensor> table;
+      for (std::size_t i = 0; i < spec.size(); ++i)
+        table.push_back({spec[i].p.data(), spec[i].g.data(), spec[i].m.data(), spec[i].v.data(), spec[i].p.size(),
+                         i % 2 == 0});
+      const std::vector<float> losses(accum, 2.5f);
+      const auto d = lockstep::ops::reference_step(table, losses.data(), accum, scale, max_norm, sc);
+      ASSERT_TRUE(d.update);
+      EXPECT_EQ(std::memcmp(&d.norm, &norm, 4), 0) << d.norm << " vs " << norm;
+      EXPECT_EQ(d.clip < 1.0f, max_norm == 0.5f) << "max_norm " << max_norm;
+      for (std::size_t i = 0; i < host.size(); ++i) {
+        for (auto [a, b] : {std::pair{&host[i].p, &spec[i].p}, {&host[i].g, &spec[i].g}, {&host[i].m, &spec[i].m},
+                            {&host[i].v, &spec[i].v}})
+          EXPECT_EQ(std::memcmp(a->data(), b->data(), a->size() * 4), 0)
+              << "tensor " << i << ", max_norm " << max_norm << ", accum " << accum;
+      }
+    }
+}
+
+// A non-finite gradient or loss updates nothing (the step is refused).
+TEST(OptimOp, ANonFiniteLossOrNormUpdatesNothing) {
+  for (int which = 0; which < 2; ++which) {
+    auto ts = make(13, {100, 5000});
+    fill_grads(ts, 14);
+    if (which == 1) ts[1].g[4321] = std::numeric_limits<float>::infinity();
+    const auto before = ts;
+    std::vector<lockstep::ops::OptimTensor> table;
+    for (auto& x : ts) table.push_back({x.p.data(), x.g.data(), x.m.data(), x.v.data(), x.p.size(), true});
+    const float loss = which == 0 ? std::numeric_limits<float>::quiet_NaN() : 1.0f;
+    const auto d = lockstep::ops::reference_step(table, &loss, 1, 1.0f, 1.0f, t::adamw_scalars({}, 1e-3f, 1));
+    EXPECT_FALSE(d.update);
+    for (std::size_t i = 0; i < ts.size(); ++i) {
+      EXPECT_EQ(ts[i].p, before[i].p);
+      EXPECT_EQ(ts[i].m, before[i].m);
+    }
   }
 }
 

@@ -1,17 +1,12 @@
-// Per call site storage a kernel set may keep from an op's forward for the
-// same op's backward: values the backward would otherwise recompute, bit for
-// bit the same (a deterministic function of the same inputs). The spec
-// kernels keep nothing; the fast CPU kernels keep, e.g., GELU's tanh and
-// BitLinear's dequantized operands.
+// model::Aux: what the engine (model/transformer.hpp) keeps per call site for a
+// kernel set that declares no K::Aux of its own (the spec kernels, which keep
+// nothing): the host kernel sets' storage, cpu::Aux (backend/cpu/kernel_aux.hpp).
 #pragma once
 
-#include <vector>
+#include "lockstep/backend/cpu/kernel_aux.hpp"
 
 namespace lockstep::model {
 
-struct Aux {
-  std::vector<float> a, b;
-  float s = 0.0f;
-};
+using Aux = cpu::Aux;
 
 }  // namespace lockstep::model

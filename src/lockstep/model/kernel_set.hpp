@@ -5,11 +5,12 @@
 // layer must also be in ops::ModelOps, the list the GPU gates and the CPU-kernel
 // bit tests iterate: an op a model runs cannot miss its gates.
 //
-//   static_assert(model::KernelSetForFamilies<cpu::OpKernels, float>);
+//   static_assert(model::KernelSetForFamily<cpu::OpKernels, float, Gpt2Family>);
 //
+// The engine (transformer.hpp) requires it of its kernel set for its family;
 // model/kernel_set.cpp states it for the spec kernels (float and double) and
-// the fast CPU kernels; backend/cuda/gate_driver.cpp for the CUDA kernels over
-// ops::ModelOps.
+// the fast CPU kernels for every family, backend/cuda/gate_driver.cpp for the
+// CUDA kernels over ops::ModelOps.
 #pragma once
 
 #include <type_traits>
@@ -45,11 +46,9 @@ concept LayerOpsAreModelOps = detail::steps_in_model_ops<typename L::forward_ste
 template <class K, class T, class L>
 concept KernelSet = LayerOpsAreModelOps<L> && detail::steps_have_kernels<K, T, typename L::forward_steps>;
 
-// ... every layer of every family.
-template <class K, class T>
-concept KernelSetForFamilies =
-    KernelSet<K, T, gpt2::Stem> && KernelSet<K, T, gpt2::Block> && KernelSet<K, T, gpt2::Head> &&
-    KernelSet<K, T, llama::Stem> && KernelSet<K, T, llama::Block> && KernelSet<K, T, llama::Head> &&
-    KernelSet<K, T, bitnet::Stem> && KernelSet<K, T, bitnet::Block> && KernelSet<K, T, bitnet::Head>;
+// ... every layer of family Fam (model/families/: Stem, Block, Head).
+template <class K, class T, class Fam>
+concept KernelSetForFamily = KernelSet<K, T, typename Fam::Stem> && KernelSet<K, T, typename Fam::Block> &&
+                             KernelSet<K, T, typename Fam::Head>;
 
 }  // namespace lockstep::model

@@ -14,18 +14,20 @@
 //     step the forward does not, or runs them in another order than the exact
 //     reverse of the forward: `Layer` requires BackwardChainCoversForward;
 //   * a layer whose forward names a place twice.
-// The model (transformer.hpp) RUNS these lists: run_forward calls the layer
-// implementation's handler for each forward step in list order and
-// run_backward each backward step in list order, so a handler that is not
-// listed never runs, and a listed step without a handler does not compile
-// (no overload matches). tests/completeness/ proves the refusals with the
-// compiler itself; tests/model/layers_test.cpp prints the lists.
+// The families' lists are in model/families/ (gpt2.hpp, llama.hpp,
+// bitnet.hpp). The engine (transformer.hpp) RUNS these lists: run_forward
+// calls the layer implementation's handler for each forward step in list
+// order and run_backward each backward step in list order, so a handler that
+// is not listed never runs, and a listed step without a handler does not
+// compile (no overload matches). tests/completeness/ proves the refusals with
+// the compiler itself; tests/model/layers_test.cpp prints the lists.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -51,6 +53,9 @@ struct Step {
   using op = Op;
   static constexpr std::string_view place = Place.view();
   static constexpr std::string_view op_name = Op::name;
+  // The same place with another op (BitNet's projections at LLaMA's places).
+  template <class OtherOp>
+  using with_op = Step<Place, OtherOp>;
 };
 
 template <class... Steps>
@@ -146,6 +151,28 @@ void run_backward(Impl& impl, OnStep&& on_step) {
   }(typename L::backward_steps{});
 }
 
+// The step of layer L's forward list at the place of step Like (a compile
+// error when L has no step there): a handler written for one family's layer
+// serves another's with the same places (BitNet's block runs LLaMA's handlers
+// for the places they share, with BitNet's ops).
+namespace detail {
+template <class Fwd, class Like>
+struct StepAtPlaceOf;
+template <class... S, class Like>
+struct StepAtPlaceOf<Forward<S...>, Like> {
+  static constexpr std::size_t index = [] {
+    const std::string_view places[] = {S::place...};
+    std::size_t i = 0;
+    while (i < sizeof...(S) && places[i] != Like::place) ++i;
+    return i;
+  }();
+  static_assert(index < sizeof...(S), "the layer has no step at this place");
+  using type = std::tuple_element_t<index, std::tuple<S...>>;
+};
+}  // namespace detail
+template <class L, class Like>
+using StepLike = typename detail::StepAtPlaceOf<typename L::forward_steps, Like>::type;
+
 // "place:op" of every step, in list order (printing and tests).
 template <class L>
 std::vector<std::string> forward_step_names() {
@@ -159,103 +186,5 @@ std::vector<std::string> backward_step_names() {
     return std::vector<std::string>{(std::string(S::place) + ":" + std::string(S::op_name))...};
   }(typename L::backward_steps{});
 }
-
-// ---------------------------------------------------------------------------
-// The three families. Places are the Hugging Face module names where there is
-// one (the parameter names are built from them, transformer.hpp).
-// ---------------------------------------------------------------------------
-
-// GPT-2 (GPT2LMHeadModel): pre-LN blocks, fused q/k/v projection with bias,
-// GELU (tanh) MLP, learned positions, tied LM head.
-namespace gpt2 {
-using Wte = Step<"wte", ops::Embedding>;
-using Wpe = Step<"wpe", ops::LearnedPositions>;
-using Stem = Layer<Forward<Wte, Wpe>, Backward<Wpe, Wte>>;
-
-using Ln1 = Step<"ln_1", ops::LayerNorm>;
-using CAttn = Step<"attn.c_attn", ops::Linear>;
-using Attn = Step<"attn", ops::Attention>;
-using AttnProj = Step<"attn.c_proj", ops::Linear>;
-using Residual1 = Step<"residual_attn", ops::ResidualAdd>;
-using Ln2 = Step<"ln_2", ops::LayerNorm>;
-using CFc = Step<"mlp.c_fc", ops::Linear>;
-using Act = Step<"mlp.act", ops::Gelu>;
-using MlpProj = Step<"mlp.c_proj", ops::Linear>;
-using Residual2 = Step<"residual_mlp", ops::ResidualAdd>;
-using Block = Layer<Forward<Ln1, CAttn, Attn, AttnProj, Residual1, Ln2, CFc, Act, MlpProj, Residual2>,
-                    Backward<Residual2, MlpProj, Act, CFc, Ln2, Residual1, AttnProj, Attn, CAttn, Ln1>>;
-
-using LnF = Step<"ln_f", ops::LayerNorm>;
-using LmHead = Step<"lm_head", ops::Linear>;
-using Loss = Step<"loss", ops::CrossEntropy>;
-using Head = Layer<Forward<LnF, LmHead, Loss>, Backward<Loss, LmHead, LnF>>;
-}  // namespace gpt2
-
-// LLaMA (LlamaForCausalLM): RMSNorm, separate q/k/v/o projections without
-// bias, grouped-query attention, RoPE on q and k, SwiGLU MLP.
-namespace llama {
-using Embed = Step<"embed_tokens", ops::Embedding>;
-using Stem = Layer<Forward<Embed>, Backward<Embed>>;
-
-using InputNorm = Step<"input_layernorm", ops::RmsNorm>;
-using QProj = Step<"self_attn.q_proj", ops::Linear>;
-using KProj = Step<"self_attn.k_proj", ops::Linear>;
-using VProj = Step<"self_attn.v_proj", ops::Linear>;
-using RopeQ = Step<"self_attn.rope_q", ops::Rope>;
-using RopeK = Step<"self_attn.rope_k", ops::Rope>;
-using Attn = Step<"self_attn", ops::Attention>;
-using OProj = Step<"self_attn.o_proj", ops::Linear>;
-using Residual1 = Step<"residual_attn", ops::ResidualAdd>;
-using PostNorm = Step<"post_attention_layernorm", ops::RmsNorm>;
-using GateProj = Step<"mlp.gate_proj", ops::Linear>;
-using UpProj = Step<"mlp.up_proj", ops::Linear>;
-using Act = Step<"mlp.act", ops::SwiGlu>;
-using DownProj = Step<"mlp.down_proj", ops::Linear>;
-using Residual2 = Step<"residual_mlp", ops::ResidualAdd>;
-using Block = Layer<Forward<InputNorm, QProj, KProj, VProj, RopeQ, RopeK, Attn, OProj, Residual1, PostNorm,
-                            GateProj, UpProj, Act, DownProj, Residual2>,
-                    Backward<Residual2, DownProj, Act, UpProj, GateProj, PostNorm, Residual1, OProj, Attn,
-                             RopeK, RopeQ, VProj, KProj, QProj, InputNorm>>;
-
-using Norm = Step<"norm", ops::RmsNorm>;
-using LmHead = Step<"lm_head", ops::Linear>;
-using Loss = Step<"loss", ops::CrossEntropy>;
-using Head = Layer<Forward<Norm, LmHead, Loss>, Backward<Loss, LmHead, Norm>>;
-}  // namespace llama
-
-// BitNet b1.58 (HF BitNetForCausalLM): LLaMA's layout with BitLinear
-// projections, an RMSNorm before o_proj (attn_sub_norm) and before down_proj
-// (ffn_sub_norm), a ReLU²-gated MLP and a tied (float) LM head.
-namespace bitnet {
-using Embed = Step<"embed_tokens", ops::Embedding>;
-using Stem = Layer<Forward<Embed>, Backward<Embed>>;
-
-using InputNorm = Step<"input_layernorm", ops::RmsNorm>;
-using QProj = Step<"self_attn.q_proj", ops::BitLinear>;
-using KProj = Step<"self_attn.k_proj", ops::BitLinear>;
-using VProj = Step<"self_attn.v_proj", ops::BitLinear>;
-using RopeQ = Step<"self_attn.rope_q", ops::Rope>;
-using RopeK = Step<"self_attn.rope_k", ops::Rope>;
-using Attn = Step<"self_attn", ops::Attention>;
-using AttnSubNorm = Step<"self_attn.attn_sub_norm", ops::RmsNorm>;
-using OProj = Step<"self_attn.o_proj", ops::BitLinear>;
-using Residual1 = Step<"residual_attn", ops::ResidualAdd>;
-using PostNorm = Step<"post_attention_layernorm", ops::RmsNorm>;
-using GateProj = Step<"mlp.gate_proj", ops::BitLinear>;
-using UpProj = Step<"mlp.up_proj", ops::BitLinear>;
-using Act = Step<"mlp.act", ops::ReluSqMul>;
-using FfnSubNorm = Step<"mlp.ffn_sub_norm", ops::RmsNorm>;
-using DownProj = Step<"mlp.down_proj", ops::BitLinear>;
-using Residual2 = Step<"residual_mlp", ops::ResidualAdd>;
-using Block = Layer<Forward<InputNorm, QProj, KProj, VProj, RopeQ, RopeK, Attn, AttnSubNorm, OProj, Residual1,
-                            PostNorm, GateProj, UpProj, Act, FfnSubNorm, DownProj, Residual2>,
-                    Backward<Residual2, DownProj, FfnSubNorm, Act, UpProj, GateProj, PostNorm, Residual1, OProj,
-                             AttnSubNorm, Attn, RopeK, RopeQ, VProj, KProj, QProj, InputNorm>>;
-
-using Norm = Step<"norm", ops::RmsNorm>;
-using LmHead = Step<"lm_head", ops::Linear>;
-using Loss = Step<"loss", ops::CrossEntropy>;
-using Head = Layer<Forward<Norm, LmHead, Loss>, Backward<Loss, LmHead, Norm>>;
-}  // namespace bitnet
 
 }  // namespace lockstep::model

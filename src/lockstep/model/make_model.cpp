@@ -1,6 +1,12 @@
-// make_model: the device switch, and make_cuda_model's stand-in in a build
-// without the CUDA backend (the real one is backend/cuda/cuda_model.cpp);
-// check_batch, shared by every Model.
+// make_model: the device switch; check_batch, shared by every Model.
+//
+// The CUDA model (model/cuda_model.cpp) exists only in a build with the CUDA
+// backend. CMake says which build this is, explicitly: it compiles
+// cuda_model.cpp and defines LOCKSTEP_HAVE_CUDA together, and this file asks
+// the macro. No link-time stand-in (a second definition of make_cuda_model
+// chosen by which object the linker finds) and no registry filled by static
+// initializers (which a static library drops when nothing references the
+// object file that holds them): the switch below names each device's maker.
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -15,18 +21,18 @@ namespace lockstep::model {
 namespace {
 constexpr const char* kNoCudaBuild = "this build of lockstep has no CUDA backend (configure with LOCKSTEP_CUDA=ON)";
 }
-std::unique_ptr<Model> make_cuda_model(const ModelConfig&, const std::string&) {
-  throw std::runtime_error(std::string("--device cuda: ") + kNoCudaBuild);
-}
-bool cuda_device_available(std::string* why) {
-  if (why) *why = kNoCudaBuild;
-  return false;
-}
 #endif
 
 bool device_available(const std::string& device, std::string* why) {
   if (device == "cpu") return true;
-  if (device == "cuda") return cuda_device_available(why);
+  if (device == "cuda") {
+#if defined(LOCKSTEP_HAVE_CUDA)
+    return cuda_device_available(why);
+#else
+    if (why) *why = kNoCudaBuild;
+    return false;
+#endif
+  }
   if (why) *why = "unknown device '" + device + "' (cpu or cuda)";
   return false;
 }
@@ -45,7 +51,13 @@ std::unique_ptr<Model> make_model(const ModelConfig& cfg, const std::string& dev
   if (audit != "stop" && audit != "warn" && audit != "off")
     throw std::invalid_argument("--audit must be stop, warn or off, got '" + audit + "'");
   if (device == "cpu") return make_cpu_model(cfg);
-  if (device == "cuda") return make_cuda_model(cfg, audit);
+  if (device == "cuda") {
+#if defined(LOCKSTEP_HAVE_CUDA)
+    return make_cuda_model(cfg, audit);
+#else
+    throw std::runtime_error(std::string("--device cuda: ") + kNoCudaBuild);
+#endif
+  }
   throw std::invalid_argument("--device must be cpu or cuda, got '" + device + "'");
 }
 

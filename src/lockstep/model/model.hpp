@@ -3,8 +3,8 @@
 // one canonical forward/backward over a batch of token windows.
 //
 // The model is the composition of the verified op specifications
-// (src/lockstep/ops/) in the order its layer op lists declare
-// (src/lockstep/model/transformer.hpp); the CPU backend runs that composition in
+// (src/lockstep/ops/) in the order its family's layer op lists declare
+// (src/lockstep/model/families/, run by the engine in transformer.hpp); the CPU backend runs that composition in
 // the canonical float arithmetic, with the matrix products on the fast GEMM
 // (src/lockstep/backend/cpu/gemm.hpp), which is bit-identical to the
 // specification's. Its bits do not depend on the thread count.
@@ -15,13 +15,13 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "lockstep/model/config.hpp"
-
-namespace lockstep::train {
-struct AdamWScalars;
-}
+#include "lockstep/model/step_stages.hpp"
+#include "lockstep/tensor/dtype.hpp"
+#include "lockstep/tensor/storage.hpp"
 
 namespace lockstep::model {
 
@@ -29,6 +29,17 @@ namespace lockstep::model {
 // format ("transformer.h.0.attn.c_attn.weight", "model.layers.0.self_attn.q_proj.weight");
 // `shape` is lockstep's internal layout (nn.Linear's [out, in] for every matrix);
 // the checkpoint writer converts where HF differs (GPT-2's Conv1D stores [in, out]).
+//
+// How the value is held (docs/ARCHITECTURE.md, "Typed storage"):
+//   dtype F32 (every parameter today): `value` and `grad`, numel floats each;
+//     `frozen_value` is empty.
+//   any other dtype: a frozen value held as what it is (BF16/F16 weights,
+//     I8 unit codes with per-row steps, TERNARY2 BitNet codes with their scale)
+//     in `frozen_value` (whose dtype and shape are the Param's); then
+//     trainable is false and `value` and `grad` are empty.
+// check_param_storage states this; a model runs only the dtypes its kernels
+// implement and refuses the others by name (require_param_dtypes), never
+// converting silently.
 struct Param {
   std::string name;
   std::vector<std::int64_t> shape;
@@ -36,7 +47,30 @@ struct Param {
   std::vector<float> grad;  // same size as value
   bool decay = true;        // AdamW weight decay applies (matrices and embeddings; not norms/biases)
   bool trainable = true;    // false: frozen (LoRA base weights)
+  tensor::DType dtype = tensor::DType::f32;
+  tensor::Storage frozen_value{};  // the value when dtype != F32 (frozen), else empty
 };
+
+// Throws std::invalid_argument naming the parameter unless it is held as the
+// comment on Param says (F32: value and grad of numel(shape) floats, no
+// frozen_value; other dtypes: frozen, value and grad empty, frozen_value of
+// that dtype and shape).
+void check_param_storage(const Param& p);
+// Heap bytes the parameter holds: value, grad and frozen_value.
+std::size_t bytes_held(const Param& p);
+// For a model whose kernels run the dtypes in `runs`: throws
+// std::invalid_argument for the first parameter held otherwise, naming it, its
+// dtype and the model ("parameter 'x' is TERNARY2 (frozen); the CPU model
+// runs F32 parameters only: it is refused, not converted"); also checks each
+// parameter's storage (check_param_storage).
+void require_param_dtypes(const std::vector<Param>& params, std::span<const tensor::DType> runs,
+                          std::string_view model);
+// The F32-only case: the float engines today, and the code that reads
+// Param::value by shape (checkpoints, the weight hash).
+inline void require_f32_params(const std::vector<Param>& params, std::string_view model) {
+  static constexpr tensor::DType kF32[] = {tensor::DType::f32};
+  require_param_dtypes(params, kF32, model);
+}
 
 class Model {
  public:
@@ -73,48 +107,13 @@ class Model {
   // gates proved, its live audits' launches, cells and cost); "" for the CPU model.
   virtual std::string report() const { return {}; }
 
-  // --- Optional: the optimizer step on the model's own storage ---------------
-  // A device model updates its parameters where they live, so values and
-  // gradients do not cross to the host every step. The trainer then calls
-  // these instead of its host loop; the update is train/optim.hpp's, bit for
-  // bit (the same per-tensor canonical sums of squares, the same clip scale,
-  // the same adamw_element).
-  virtual bool owns_optimizer() const { return false; }
-  // The AdamW moments (the trainer's OptimizerState layout: one vector per
-  // parameter, empty for a frozen one), in and out.
-  virtual void set_moments(const std::vector<std::vector<float>>&, const std::vector<std::vector<float>>&) {
-    throw std::logic_error("set_moments: this model does not own its optimizer");
-  }
-  virtual void get_moments(std::vector<std::vector<float>>&, std::vector<std::vector<float>>&) const {
-    throw std::logic_error("get_moments: this model does not own its optimizer");
-  }
-  // grads *= grad_scale (when != 1), the global L2 norm, clipping to max_norm
-  // (when > 0), then AdamW with `s`. Returns the norm before clipping; throws
-  // std::runtime_error naming the tensor on a non-finite gradient (as
-  // train::clip_grad_norm does), with no update applied.
-  virtual float optimizer_step(float /*grad_scale*/, float /*max_norm*/, const train::AdamWScalars&) {
-    throw std::logic_error("optimizer_step: this model does not own its optimizer");
-  }
-
-  // The trainer's whole step, for a model that owns its optimizer: `accum`
-  // micro-batches of [batch, seq] (inputs and targets hold accum·batch·seq
-  // tokens, micro-batch after micro-batch), each's gradient accumulated; the
-  // loss is the float sum of the micro-batch means in order (from +0), divided
-  // by accum when accum > 1; then what optimizer_step(1/accum, max_norm, s)
-  // does — unless the loss is not finite: then no parameter or moment is
-  // updated and the loss is returned for the caller to refuse the step (the
-  // gradients may already carry the 1/accum scale: they are not checkpointed). The result is that of
-  // forward_backward per micro-batch then optimizer_step, bit for bit; a
-  // device model runs it without waiting for the device until the step's end.
-  struct StepStats {
-    float loss = 0.0f;
-    float norm = 0.0f;  // NaN when no update was tried (non-finite loss)
-  };
-  virtual StepStats train_step(std::span<const std::int32_t> /*inputs*/, std::span<const std::int32_t> /*targets*/,
-                               std::int64_t /*batch*/, std::int64_t /*seq*/, std::int64_t /*accum*/,
-                               float /*max_norm*/, const train::AdamWScalars&, int /*threads*/) {
-    throw std::logic_error("train_step: this model does not own its optimizer");
-  }
+  // --- Optional: the stages of a training step on the model's own storage ---
+  // A device model runs a step where its parameters live (values, gradients
+  // and AdamW moments never cross to the host inside a step) and returns its
+  // stages here; train::run_step (train/step.hpp) sequences them, exactly as it
+  // sequences the trainer's host stages for a model that returns nullptr. The
+  // expressions are the optimizer op's (ops/optim.hpp): the same bits.
+  virtual StepStages* step_stages() { return nullptr; }
 };
 
 // Throws std::invalid_argument unless batch, seq > 0 and inputs and targets
@@ -125,19 +124,24 @@ void check_batch(std::span<const std::int32_t> inputs, std::span<const std::int3
 // The CPU model for a config (throws std::invalid_argument on a bad config).
 std::unique_ptr<Model> make_cpu_model(const ModelConfig& cfg);
 
-// The same model on the CUDA device (backend/cuda/): the same engine over the
-// CUDA kernel set, so the same loss and gradient bits as make_cpu_model. The
-// first call in a process runs the start-up gates (backend/cuda/gate.hpp) and
-// throws std::runtime_error naming a refused kernel; it also throws when the
-// build has no CUDA backend or no device is present.
+#if defined(LOCKSTEP_HAVE_CUDA)
+// The same model on the CUDA device (model/cuda_model.cpp): the same engine
+// over the CUDA kernel set (backend/cuda/), so the same loss and gradient bits
+// as make_cpu_model. The first call in a process runs the start-up gates
+// (backend/cuda/gate.hpp) and throws std::runtime_error naming a refused
+// kernel; it also throws when no device is present.
 // audit: the live audits (backend/cuda/audit.hpp) of its matrix products and
 // attention launches: "stop" (a mismatch stops the run), "warn", or "off".
+// Declared only in a build with the CUDA backend (CMake defines
+// LOCKSTEP_HAVE_CUDA and compiles model/cuda_model.cpp): without it there is no
+// such function to call, and make_model refuses --device cuda by itself.
 std::unique_ptr<Model> make_cuda_model(const ModelConfig& cfg, const std::string& audit = "stop");
+bool cuda_device_available(std::string* why);  // device_available("cuda") in a CUDA build
+#endif
 // Whether make_model(cfg, device, ...) can run here ("cpu": always; "cuda": a
 // CUDA build with a usable device), and if not why, in words a user can act
 // on. Cheap: the trainer asks before it prepares data.
 bool device_available(const std::string& device, std::string* why = nullptr);
-bool cuda_device_available(std::string* why);  // device_available("cuda"): backend/cuda, or the stand-in
 
 // device "cpu" or "cuda" (throws std::invalid_argument naming --device or
 // --audit otherwise); audit applies to cuda.

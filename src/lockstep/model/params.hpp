@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lockstep/model/config.hpp"
@@ -31,9 +32,30 @@ struct ParamSpec {
   float init_std = 0.0f;  // Init::Normal only
 };
 
+// A family's parameter table is written with these: each returns the entry
+// of one tensor (its init is the scheme above, the same for every family).
+struct ParamShapes {
+  explicit ParamShapes(const ModelConfig& c);
+  std::int64_t V, D, F, S, qdim, kvdim;  // vocabulary, width, FFN width, max_seq, q and k/v widths
+  bool tied;                             // the LM head is the embedding (no lm_head.weight)
+  float sd, resid_sd;                    // N(0, sd); residual projections N(0, resid_sd)
+  ParamSpec matrix(std::string name, std::int64_t rows, std::int64_t cols) const {
+    return {std::move(name), {rows, cols}, true, Init::Normal, sd};
+  }
+  // A projection that writes into the residual stream.
+  ParamSpec residual(std::string name, std::int64_t rows, std::int64_t cols) const {
+    return {std::move(name), {rows, cols}, true, Init::Normal, resid_sd};
+  }
+  ParamSpec ones(std::string name, std::int64_t n) const { return {std::move(name), {n}, false, Init::One, 0.0f}; }
+  ParamSpec zeros(std::string name, std::int64_t n) const {
+    return {std::move(name), {n}, false, Init::Zero, 0.0f};
+  }
+};
+
 // The table, in a fixed order: stem, layers 0..n_layer-1, head. Tied
-// embeddings have no separate lm_head.weight. Throws std::invalid_argument on
-// a bad config.
+// embeddings have no separate lm_head.weight. Each family writes its own
+// (model/families/<family>.hpp, param_table); this collects it. Throws
+// std::invalid_argument on a bad config.
 std::vector<ParamSpec> param_specs(const ModelConfig& cfg);
 
 // The Philox stream of a parameter: FNV-1a-64 of its name.

@@ -27,14 +27,13 @@
 #include <vector>
 
 #include "lockstep/ad/kernel_set.hpp"
-#include "lockstep/ad/legacy_kernel_names.hpp"
 #include "lockstep/model/kernel_aux.hpp"
 #include "lockstep/ops/all.hpp"
 
 namespace lockstep::model {
 
 template <class T>
-class SpecKernels : public ad::KeyedKernels<SpecKernels<T>, T>, public ad::LegacyKernelNames<SpecKernels<T>, T> {
+class SpecKernels : public ad::KeyedKernels<SpecKernels<T>, T> {
   // The op whose FwdArgs<T> or BwdArgs<T> A is (void: none of ops::ModelOps).
   template <class A, class List = ops::ModelOps>
   struct OpOf {

@@ -29,6 +29,7 @@ class CpuModel final : public Model {
   const std::vector<Param>& params() const override { return params_; }
 
   void init(std::uint64_t seed) override {
+    require_runnable_params();
     for (std::size_t i = 0; i < params_.size(); ++i) {
       init_param(specs_[i], params_[i].value.data(), params_[i].value.size(), seed, 0);
       std::fill(params_[i].grad.begin(), params_[i].grad.end(), 0.0f);
@@ -38,6 +39,7 @@ class CpuModel final : public Model {
   float forward_backward(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets,
                          std::int64_t batch, std::int64_t seq, bool accumulate, int threads) override {
     check_batch(inputs, targets, batch, seq);
+    require_runnable_params();
     kernels_.threads = util::resolve_threads(threads);
     return engine_.run(inputs.data(), targets.data(), static_cast<std::size_t>(batch),
                        static_cast<std::size_t>(seq), true, accumulate);
@@ -46,6 +48,7 @@ class CpuModel final : public Model {
   float loss(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets, std::int64_t batch,
              std::int64_t seq, int threads) override {
     check_batch(inputs, targets, batch, seq);
+    require_runnable_params();
     kernels_.threads = util::resolve_threads(threads);
     return engine_.run(inputs.data(), targets.data(), static_cast<std::size_t>(batch),
                        static_cast<std::size_t>(seq), false, false);
@@ -53,6 +56,7 @@ class CpuModel final : public Model {
 
   std::vector<float> next_logits(std::span<const std::int32_t> tokens, int threads) override {
     if (tokens.empty()) throw std::invalid_argument("next_logits: no tokens");
+    require_runnable_params();
     // The context window: the last max_seq tokens.
     const auto keep = std::min<std::size_t>(tokens.size(), static_cast<std::size_t>(cfg_.max_seq));
     const std::int32_t* first = tokens.data() + (tokens.size() - keep);
@@ -61,7 +65,9 @@ class CpuModel final : public Model {
   }
 
  private:
-
+  // The float kernels read every parameter as Param::value: a parameter the
+  // caller put in another dtype (params() is writable) is refused by name.
+  void require_runnable_params() const { require_f32_params(params_, "the CPU model"); }
 
   ModelConfig cfg_;
   std::vector<ParamSpec> specs_;

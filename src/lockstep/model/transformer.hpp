@@ -1,6 +1,7 @@
-// The transformer: the three families' forward and backward as the
-// compositions their layer lists declare (layers.hpp), templated on the
-// scalar T and on a kernel set K:
+// The engine: a family's forward and backward as the compositions its layer
+// lists declare (model/families/: the lists, the parameter table, the
+// activations and the step handlers of gpt2, llama and bitnet), templated on
+// the scalar T and on a kernel set K:
 //
 //   Engine<double, SpecKernels<double>>  the op specs in double: what the
 //                                        whole-model gradient check differentiates;
@@ -10,11 +11,12 @@
 //
 // A pass runs the stem list, every block's list, and the head list with
 // run_forward, then (training) the head's, the blocks' (last layer first) and
-// the stem's backward lists with run_backward. Each step's handler below calls
-// the kernel of the step's op — nothing else computes. Glue that is not an op
-// is exact and stated here:
-//   * GPT-2's fused c_attn output [N, 3D] is read as q | k | v column blocks
-//     (strided rows, no arithmetic);
+// the stem's backward lists with run_backward. Each step's handler (in the
+// family's file) calls the kernel of the step's op — nothing else computes.
+// The engine knows no family: Engine<T, K> picks the family type once, from
+// the config (with_family), and runs FamilyEngine<Family, T, K> over it.
+// Glue that is not an op is exact and stated here (and a family's own, in its
+// file):
 //   * a tensor read by several ops (the residual stream, a norm's output
 //     feeding q/k/v or gate/up, the tied embedding) receives the sum of their
 //     gradients in the order the backward chain runs them: the first one
@@ -26,6 +28,8 @@
 //     and added: grad = grad + new.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -33,11 +37,13 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
+#include <variant>
 #include <vector>
 
-#include <fmt/format.h>
-
 #include "lockstep/model/config.hpp"
+#include "lockstep/model/families/with_family.hpp"
+#include "lockstep/model/kernel_set.hpp"
 #include "lockstep/model/layers.hpp"
 #include "lockstep/model/model.hpp"
 #include "lockstep/model/params.hpp"
@@ -107,17 +113,53 @@ struct AuxOf<K> {
   using type = typename K::Aux;
 };
 
-// PT: the parameter type, whose value and grad live where K's kernels read them
-// (ParamT<T> on the host; a device kernel set's model brings its own).
-template <class T, class K, class PT = ParamT<T>>
-class Engine {
+// What a caller sets on an engine between passes.
+struct EngineOptions {
+  Trace* trace = nullptr;  // when set, every step run is appended
+  // Activation recomputation: between the passes only each block's input is
+  // kept; a block's forward runs again (the same kernels on the same input:
+  // the same bits) just before its backward. One block's activations live at
+  // a time instead of n_layer blocks'.
+  bool recompute_blocks = false;
+};
+
+// The passes of one family Fam. Its members are public because they are what
+// the family's step handlers read: the kernels k_, the parameters through
+// P(index) and the gradient destinations through G(index), the op configs of
+// the run's shape, the buffers (acts_[l]: block l's input x and what the
+// family keeps, s_: the per-pass buffers) and the family's parameter indices
+// (layers_[l], outer_). PT: the parameter type, whose value and grad live
+// where K's kernels read them (ParamT<T> on the host; a device kernel set's
+// model brings its own). K has every op of the family's layers, forward and
+// backward, called by op type (model/kernel_set.hpp).
+template <ModelFamily Fam, class T, class K, class PT>
+requires KernelSetForFamily<K, T, Fam>
+class FamilyEngine {
  public:
+  using Scalar = T;
   using Index = ops::Index;
   using Buf = typename BufferOf<K, T>::type;
   using Aux = typename AuxOf<K>::type;
+  using BlockParams = typename Fam::BlockParams;
+  // What block l's forward keeps for its backward: the family's buffers
+  // (what recompute_blocks lends) and the block's input x (always kept; the
+  // previous block's output).
+  using Lent = typename Fam::template BlockActs<Buf, Aux>;
+  struct LayerActs : Lent {
+    Buf x;
+  };
+  // The buffers of one pass: the family's, and the residual stream's and the
+  // head's: h (the last block's output), hn (the final norm's output, the LM
+  // head's input), the logits, the row losses and their log-sum-exps, the
+  // loss cotangents; the gradient of the residual stream dx, of a norm's
+  // output dn, of the embedding matrix demb (tied: added to the head's).
+  struct Shared : Fam::template Scratch<Buf> {
+    Buf h, hn, logits, loss, lse, dloss;
+    Buf dx, dn, demb;
+  };
 
-  Engine(const ModelConfig& cfg, std::vector<PT>& params, K& kernels)
-      : cfg_(cfg), params_(params), k_(kernels) {
+  FamilyEngine(const ModelConfig& cfg, std::vector<PT>& params, K& kernels, const EngineOptions& options)
+      : cfg_(cfg), params_(params), k_(kernels), opt_(options) {
     cfg_.validate();
     V_ = static_cast<std::size_t>(cfg.vocab_size);
     D_ = static_cast<std::size_t>(cfg.d_model);
@@ -130,14 +172,8 @@ class Engine {
     kvdim_ = Hkv_ * Dh_;
     index_params();
   }
-
-  const ModelConfig& config() const { return cfg_; }
-  Trace* trace = nullptr;  // when set, every step run is appended
-  // Activation recomputation: between the passes only each block's input is
-  // kept; a block's forward runs again (the same kernels on the same input:
-  // the same bits) just before its backward. One block's activations live at
-  // a time instead of n_layer blocks'.
-  bool recompute_blocks = false;
+  FamilyEngine(const FamilyEngine&) = delete;
+  FamilyEngine& operator=(const FamilyEngine&) = delete;
 
   // One pass over a batch: mean cross-entropy; with `backward`, the gradient
   // of that mean into every parameter (overwritten, or added with accumulate).
@@ -148,7 +184,7 @@ class Engine {
     const std::size_t n_valid = check_tokens(ids, targets);
     targets_ = stage(targets, 1);
     ids_ = stage(ids, 0);
-    forward_pass(ids_, targets_);
+    forward_pass();
     T loss;
     if constexpr (requires { k_.loss_mean(s_.loss.data(), N_, n_valid); })
       loss = k_.loss_mean(s_.loss.data(), N_, n_valid);
@@ -161,7 +197,7 @@ class Engine {
     else
       std::fill(s_.dloss.data(), s_.dloss.data() + N_, dl);
     prepare_grads(accumulate);
-    backward_pass(ids_);
+    backward_pass();
     finish_grads(accumulate);
     return loss;
   }
@@ -174,7 +210,7 @@ class Engine {
     check_tokens(ids, nullptr);
     ids_ = stage(ids, 0);
     targets_ = nullptr;
-    forward_pass(ids_, nullptr);
+    forward_pass();
     std::vector<T> out(V_);
     if constexpr (requires { k_.copy_to_host(out.data(), s_.logits.data(), V_); })
       k_.copy_to_host(out.data(), s_.logits.data(), V_);
@@ -183,8 +219,78 @@ class Engine {
     return out;
   }
 
+  // --- what the handlers read -------------------------------------------------
+  const T* P(std::size_t i) const { return params_[i].value.data(); }
+  T* G(std::size_t i) { return gdst_[i]; }
+  ops::NormConfig norm(std::size_t rows, std::size_t dim) const { return {rows, dim, cfg_.norm_eps}; }
+  ops::ElementwiseConfig elems(std::size_t n) const { return {n}; }
+  ops::Attention::Config attention() const { return {B_, S_, Hq_, Hkv_, Dh_, 0.0, 64}; }
+  ops::Rope::Config rope(std::size_t heads) const {
+    return {B_,
+            S_,
+            heads,
+            Dh_,
+            cfg_.rope_theta,
+            cfg_.rope_layout == RopeLayout::RotateHalf ? ops::RopeLayout::rotate_half : ops::RopeLayout::interleaved,
+            0};
+  }
+  ops::LearnedPositions::Config positions() const { return {B_, S_, D_, static_cast<std::size_t>(cfg_.max_seq), 0}; }
+  // The output of block l (the next block's input, or the head's).
+  T* block_out(std::size_t l) { return l + 1 < L_ ? acts_[l + 1].x.data() : s_.h.data(); }
+  // The head's forward reads rows of h from head_input(): all N rows, or in
+  // Logits mode the last row only (and the loss step does nothing).
+  bool logits_only() const { return mode_ == Mode::Logits; }
+  std::size_t head_rows() const { return logits_only() ? 1 : N_; }
+  const T* head_input() const { return s_.h.data() + (logits_only() ? N_ - 1 : 0) * D_; }
+
+  template <class Op>
+  void proj_fwd(std::size_t rows, std::size_t in, std::size_t out, const T* x, const T* w, T* y, Aux& aux) {
+    if constexpr (std::is_same_v<Op, ops::BitLinear>)
+      k_.template forward<ops::BitLinear>({rows, in, out}, {.x = x, .w = w, .y = y}, aux);
+    else
+      k_.template forward<ops::Linear>({rows, in, out, false}, {.x = x, .w = w, .b = nullptr, .y = y});
+  }
+  template <class Op>
+  void proj_bwd(std::size_t rows, std::size_t in, std::size_t out, const T* x, const T* w, const T* dy, T* dx, T* dw,
+                Aux& aux) {
+    if constexpr (std::is_same_v<Op, ops::BitLinear>)
+      k_.template backward<ops::BitLinear>({rows, in, out}, {.x = x, .w = w, .dy = dy, .dx = dx, .dw = dw}, aux);
+    else
+      k_.template backward<ops::Linear>({rows, in, out, false},
+                                        {.x = x, .w = w, .dy = dy, .dx = dx, .dw = dw, .db = nullptr});
+  }
+
+  // The embedding's gradient; tied to the LM head, it is the second
+  // contribution to the shared matrix (the head's came first).
+  void embedding_backward() {
+    if (cfg_.tie_embeddings) {
+      k_.template backward<ops::Embedding>({N_, V_, D_}, {.ids = ids_, .dy = s_.dx.data(), .dwte = s_.demb.data()});
+      k_.add_into(V_ * D_, G(wte_), s_.demb.data());
+    } else {
+      k_.template backward<ops::Embedding>({N_, V_, D_}, {.ids = ids_, .dy = s_.dx.data(), .dwte = G(wte_)});
+    }
+  }
+
+  ModelConfig cfg_;
+  std::vector<PT>& params_;
+  K& k_;
+  const EngineOptions& opt_;
+  std::size_t V_ = 0, D_ = 0, F_ = 0, L_ = 0, Hq_ = 0, Hkv_ = 0, Dh_ = 0, qdim_ = 0, kvdim_ = 0;
+  std::size_t B_ = 0, S_ = 0, N_ = 0;
+  const Index* ids_ = nullptr;
+  const Index* targets_ = nullptr;
+  std::vector<BlockParams> layers_;
+  typename Fam::OuterParams outer_;
+  std::size_t wte_ = npos, head_ = npos;  // the token embedding; the LM head (= wte_ when tied)
+  std::vector<LayerActs> acts_;
+  Lent work_;  // recompute_blocks: the one block's activations, lent to the block being run
+  Shared s_;
+
  private:
   enum class Mode { Train, Logits };
+  using StemHandlers = typename Fam::template StemHandlers<FamilyEngine>;
+  using BlockHandlers = typename Fam::template BlockHandlers<FamilyEngine>;
+  using HeadHandlers = typename Fam::template HeadHandlers<FamilyEngine>;
 
   // Every token id and target is checked on the host before any kernel runs,
   // with the op specifications' own messages: nothing is half-done, and a
@@ -210,38 +316,6 @@ class Engine {
     else
       return host;
   }
-  enum AuxSlot { kAct, kQ, kK, kV, kO, kGate, kUp, kDown, kAuxSlots };
-
-  // Per-layer values the backward reads (a block's input x is the previous
-  // block's output).
-  struct LayerActs {
-    Buf x, n1, n1_mean, n1_rstd, qkv, v, qr, kr, att, lse, sub1, sub1_rstd, mid, n2, n2_mean, n2_rstd,
-        fc, gate, up, act, sub2, sub2_rstd;
-    Aux aux[kAuxSlots];
-    // Everything but the block input x changes hands (recompute_blocks).
-    void swap_all_but_x(LayerActs& o) {
-      using std::swap;
-      for (auto f : {&LayerActs::n1, &LayerActs::n1_mean, &LayerActs::n1_rstd, &LayerActs::qkv, &LayerActs::v,
-                     &LayerActs::qr, &LayerActs::kr, &LayerActs::att, &LayerActs::lse, &LayerActs::sub1,
-                     &LayerActs::sub1_rstd, &LayerActs::mid, &LayerActs::n2, &LayerActs::n2_mean, &LayerActs::n2_rstd,
-                     &LayerActs::fc, &LayerActs::gate, &LayerActs::up, &LayerActs::act, &LayerActs::sub2,
-                     &LayerActs::sub2_rstd})
-        swap(this->*f, o.*f);
-      for (std::size_t i = 0; i < kAuxSlots; ++i) swap(aux[i], o.aux[i]);
-    }
-  };
-  // Values used within one step pair, and the backward's running gradients.
-  struct Shared {
-    Buf emb, q, k, branch, h, hn, hn_mean, hn_rstd, logits, loss, lse, dloss;
-    Buf dx, dn, dtmp, datt, dsub1, dqkv, dq, dqr, dk, dkr, dv, dfc, dup, dact, dsub2, demb;
-  };
-  // Parameter indices of one layer (npos where the family has none).
-  static constexpr std::size_t npos = static_cast<std::size_t>(-1);
-  struct LayerParams {
-    std::size_t n1_w = npos, n1_b = npos, attn_w = npos, attn_b = npos, q_w = npos, k_w = npos, v_w = npos,
-                sub1_w = npos, o_w = npos, o_b = npos, n2_w = npos, n2_b = npos, fc_w = npos, fc_b = npos,
-                gate_w = npos, up_w = npos, sub2_w = npos, down_w = npos, down_b = npos;
-  };
 
   // --- parameters -----------------------------------------------------------
   std::size_t find(const std::string& name) const {
@@ -249,52 +323,24 @@ class Engine {
       if (params_[i].name == name) return i;
     throw std::invalid_argument("model: no parameter named " + name);
   }
+  // The family's table names every parameter and the index it fills.
+  struct Indexer {
+    FamilyEngine& e;
+    template <class M>
+    void outer(const ParamSpec& s, M slot) {
+      e.outer_.*slot = e.find(s.name);
+    }
+    template <class M>
+    void block(std::size_t l, const ParamSpec& s, M slot) {
+      e.layers_[l].*slot = e.find(s.name);
+    }
+  };
   void index_params() {
-    const bool gpt = cfg_.family == Family::Gpt2;
     layers_.assign(L_, {});
-    for (std::size_t l = 0; l < L_; ++l) {
-      LayerParams& p = layers_[l];
-      if (gpt) {
-        const std::string b = "transformer.h." + std::to_string(l) + ".";
-        p.n1_w = find(b + "ln_1.weight");
-        p.n1_b = find(b + "ln_1.bias");
-        p.attn_w = find(b + "attn.c_attn.weight");
-        p.attn_b = find(b + "attn.c_attn.bias");
-        p.o_w = find(b + "attn.c_proj.weight");
-        p.o_b = find(b + "attn.c_proj.bias");
-        p.n2_w = find(b + "ln_2.weight");
-        p.n2_b = find(b + "ln_2.bias");
-        p.fc_w = find(b + "mlp.c_fc.weight");
-        p.fc_b = find(b + "mlp.c_fc.bias");
-        p.down_w = find(b + "mlp.c_proj.weight");
-        p.down_b = find(b + "mlp.c_proj.bias");
-      } else {
-        const std::string b = "model.layers." + std::to_string(l) + ".";
-        p.n1_w = find(b + "input_layernorm.weight");
-        p.q_w = find(b + "self_attn.q_proj.weight");
-        p.k_w = find(b + "self_attn.k_proj.weight");
-        p.v_w = find(b + "self_attn.v_proj.weight");
-        p.o_w = find(b + "self_attn.o_proj.weight");
-        p.n2_w = find(b + "post_attention_layernorm.weight");
-        p.gate_w = find(b + "mlp.gate_proj.weight");
-        p.up_w = find(b + "mlp.up_proj.weight");
-        p.down_w = find(b + "mlp.down_proj.weight");
-        if (cfg_.family == Family::Bitnet) {
-          p.sub1_w = find(b + "self_attn.attn_sub_norm.weight");
-          p.sub2_w = find(b + "mlp.ffn_sub_norm.weight");
-        }
-      }
-    }
-    if (gpt) {
-      wte_ = find("transformer.wte.weight");
-      wpe_ = find("transformer.wpe.weight");
-      nf_w_ = find("transformer.ln_f.weight");
-      nf_b_ = find("transformer.ln_f.bias");
-    } else {
-      wte_ = find("model.embed_tokens.weight");
-      nf_w_ = find("model.norm.weight");
-    }
-    head_ = cfg_.tie_embeddings ? wte_ : find("lm_head.weight");
+    Indexer indexer{*this};
+    Fam::param_table(cfg_, indexer);
+    wte_ = outer_.wte;
+    head_ = cfg_.tie_embeddings ? wte_ : outer_.lm_head;
     for (const auto& p : params_) {
       std::size_t n = 1;
       for (std::int64_t d : p.shape) n *= static_cast<std::size_t>(d);
@@ -302,8 +348,6 @@ class Engine {
         throw std::invalid_argument("model: parameter " + p.name + " has value/grad sizes that do not match its shape");
     }
   }
-  const T* P(std::size_t i) const { return params_[i].value.data(); }
-  T* G(std::size_t i) { return gdst_[i]; }
   std::size_t numel(std::size_t i) const { return params_[i].value.size(); }
 
   void prepare_grads(bool accumulate) {
@@ -325,6 +369,7 @@ class Engine {
   }
 
   // --- buffers ----------------------------------------------------------------
+  static Lent& lent(LayerActs& a) { return a; }
   void start(std::size_t batch, std::size_t seq, Mode mode) {
     if (batch == 0 || seq == 0) throw std::invalid_argument("model: batch and seq must be > 0");
     if (seq > static_cast<std::size_t>(cfg_.max_seq))
@@ -334,544 +379,120 @@ class Engine {
     N_ = batch * seq;
     mode_ = mode;
     k_.begin_forward();
-    const bool gpt = cfg_.family == Family::Gpt2, bit = cfg_.family == Family::Bitnet;
-    const std::size_t N = N_, D = D_, F = F_;
-    auto sz = [](Buf& v, std::size_t n) { v.resize(n); };
+    const RunSizes r{B_, S_, N_, V_, D_, F_, Hq_, qdim_, kvdim_};
+    const std::size_t N = N_, D = D_;
     acts_.resize(L_);
     // With recompute_blocks the per-layer activations other than x are sized
     // once, in work_, and lent to the block being run.
-    for (std::size_t li = 0; li <= L_; ++li) {
-      if (li == L_ && !recompute_blocks) break;
-      LayerActs& a = li < L_ ? acts_[li] : work_;
-      if (recompute_blocks && li < L_) {
-        sz(a.x, N * D);
-        LayerActs released;  // what a keep-all pass left here is freed
-        a.swap_all_but_x(released);
-        continue;
+    for (LayerActs& a : acts_) {
+      a.x.resize(N * D);
+      if (opt_.recompute_blocks) {
+        Lent released;  // what a keep-all pass left here is freed
+        std::swap(lent(a), released);
+      } else {
+        lent(a).resize(r);
       }
-      sz(a.x, N * D);
-      sz(a.n1, N * D);
-      sz(a.n1_mean, gpt ? N : 0);
-      sz(a.n1_rstd, N);
-      sz(a.qkv, gpt ? N * 3 * D : 0);
-      sz(a.v, gpt ? 0 : N * kvdim_);
-      sz(a.qr, gpt ? 0 : N * qdim_);
-      sz(a.kr, gpt ? 0 : N * kvdim_);
-      sz(a.att, N * qdim_);
-      sz(a.lse, B_ * Hq_ * S_);
-      sz(a.sub1, bit ? N * qdim_ : 0);
-      sz(a.sub1_rstd, bit ? N : 0);
-      sz(a.mid, N * D);
-      sz(a.n2, N * D);
-      sz(a.n2_mean, gpt ? N : 0);
-      sz(a.n2_rstd, N);
-      sz(a.fc, gpt ? N * F : 0);
-      sz(a.gate, gpt ? 0 : N * F);
-      sz(a.up, gpt ? 0 : N * F);
-      sz(a.act, N * F);
-      sz(a.sub2, bit ? N * F : 0);
-      sz(a.sub2_rstd, bit ? N : 0);
     }
+    if (opt_.recompute_blocks) work_.resize(r);
     Shared& s = s_;
-    sz(s.emb, gpt ? N * D : 0);
-    sz(s.q, gpt ? 0 : N * qdim_);
-    sz(s.k, gpt ? 0 : N * kvdim_);
-    sz(s.branch, N * D);
-    sz(s.h, N * D);
-    sz(s.hn, N * D);
-    sz(s.hn_mean, gpt ? N : 0);
-    sz(s.hn_rstd, N);
-    sz(s.logits, (mode == Mode::Logits ? 1 : N) * V_);
-    sz(s.loss, N);
-    sz(s.lse, N);
-    sz(s.dloss, N);
+    s.resize(r, mode == Mode::Train);
+    s.h.resize(N * D);
+    s.hn.resize(N * D);
+    s.logits.resize((mode == Mode::Logits ? 1 : N) * V_);
+    s.loss.resize(N);
+    s.lse.resize(N);
+    s.dloss.resize(N);
     if (mode == Mode::Train) {
-      sz(s.dx, N * D);
-      sz(s.dn, N * D);
-      sz(s.dtmp, N * D);
-      sz(s.datt, N * qdim_);
-      sz(s.dsub1, bit ? N * qdim_ : 0);
-      sz(s.dqkv, gpt ? N * 3 * D : 0);
-      sz(s.dq, gpt ? 0 : N * qdim_);
-      sz(s.dqr, gpt ? 0 : N * qdim_);
-      sz(s.dk, gpt ? 0 : N * kvdim_);
-      sz(s.dkr, gpt ? 0 : N * kvdim_);
-      sz(s.dv, gpt ? 0 : N * kvdim_);
-      sz(s.dfc, N * F);
-      sz(s.dup, gpt ? 0 : N * F);
-      sz(s.dact, N * F);
-      sz(s.dsub2, bit ? N * F : 0);
-      sz(s.demb, V_ * D);
+      s.dx.resize(N * D);
+      s.dn.resize(N * D);
+      s.demb.resize(V_ * D);
     }
   }
 
-  // --- configs ----------------------------------------------------------------
-  ops::NormConfig norm(std::size_t rows, std::size_t dim) const { return {rows, dim, cfg_.norm_eps}; }
-  ops::ElementwiseConfig elems(std::size_t n) const { return {n}; }
-  ops::Attention::Config attention() const { return {B_, S_, Hq_, Hkv_, Dh_, 0.0, 64}; }
-  ops::Rope::Config rope(std::size_t heads) const {
-    return {B_, S_, heads, Dh_, cfg_.rope_theta,
-            cfg_.rope_layout == RopeLayout::RotateHalf ? ops::RopeLayout::rotate_half : ops::RopeLayout::interleaved,
-            0};
-  }
-  // The output of block l (the next block's input, or the head's).
-  T* block_out(std::size_t l) { return l + 1 < L_ ? acts_[l + 1].x.data() : s_.h.data(); }
-
-  template <class Op>
-  void proj_fwd(std::size_t rows, std::size_t in, std::size_t out, const T* x, const T* w, T* y, Aux& aux) {
-    if constexpr (std::is_same_v<Op, ops::BitLinear>)
-      k_.bitlinear_fwd({rows, in, out}, x, w, y, aux);
-    else
-      k_.linear_fwd({rows, in, out, false}, x, w, nullptr, y);
-  }
-  template <class Op>
-  void proj_bwd(std::size_t rows, std::size_t in, std::size_t out, const T* x, const T* w, const T* dy, T* dx,
-                T* dw, Aux& aux) {
-    if constexpr (std::is_same_v<Op, ops::BitLinear>)
-      k_.bitlinear_bwd({rows, in, out}, x, w, dy, dx, dw, aux);
-    else
-      k_.linear_bwd({rows, in, out, false}, x, w, dy, dx, dw, nullptr);
-  }
-
-  // --- the step handlers --------------------------------------------------------
-  struct GptStem {
-    Engine& e;
-    void forward(gpt2::Wte) { e.k_.embedding_fwd({e.N_, e.V_, e.D_}, e.ids_, e.P(e.wte_), e.s_.emb.data()); }
-    void forward(gpt2::Wpe) {
-      e.k_.positions_fwd(e.positions(), e.s_.emb.data(), e.P(e.wpe_), e.acts_[0].x.data());
-    }
-    void backward(gpt2::Wpe) { e.k_.positions_bwd(e.positions(), e.s_.dx.data(), e.s_.dx.data(), e.G(e.wpe_)); }
-    void backward(gpt2::Wte) { e.embedding_backward(); }
-  };
-  struct RopeStem {
-    Engine& e;
-    void forward(llama::Embed) { e.k_.embedding_fwd({e.N_, e.V_, e.D_}, e.ids_, e.P(e.wte_), e.acts_[0].x.data()); }
-    void backward(llama::Embed) { e.embedding_backward(); }
-  };
-  ops::LearnedPositions::Config positions() const {
-    return {B_, S_, D_, static_cast<std::size_t>(cfg_.max_seq), 0};
-  }
-  // The embedding's gradient; tied to the LM head, it is the second
-  // contribution to the shared matrix (the head's came first).
-  void embedding_backward() {
-    if (cfg_.tie_embeddings) {
-      k_.embedding_bwd({N_, V_, D_}, ids_, s_.dx.data(), s_.demb.data());
-      k_.add_into(V_ * D_, G(wte_), s_.demb.data());
-    } else {
-      k_.embedding_bwd({N_, V_, D_}, ids_, s_.dx.data(), G(wte_));
-    }
-  }
-
-  struct GptBlock {
-    Engine& e;
-    std::size_t l;
-    LayerActs& a;
-    const LayerParams& p;
-    Shared& s;
-    std::size_t N, D, F;
-    GptBlock(Engine& en, std::size_t layer)
-        : e(en), l(layer), a(en.acts_[layer]), p(en.layers_[layer]), s(en.s_), N(en.N_), D(en.D_), F(en.F_) {}
-
-    void forward(gpt2::Ln1) {
-      e.k_.layernorm_fwd(e.norm(N, D), a.x.data(), e.P(p.n1_w), e.P(p.n1_b), a.n1.data(), a.n1_mean.data(),
-                         a.n1_rstd.data());
-    }
-    void forward(gpt2::CAttn) {
-      e.k_.linear_fwd({N, D, 3 * D, true}, a.n1.data(), e.P(p.attn_w), e.P(p.attn_b), a.qkv.data());
-    }
-    void forward(gpt2::Attn) {
-      const T* qkv = a.qkv.data();
-      e.k_.attention_fwd(e.attention(), qkv, 3 * D, qkv + D, qkv + 2 * D, 3 * D, a.att.data(), a.lse.data());
-    }
-    void forward(gpt2::AttnProj) {
-      e.k_.linear_fwd({N, D, D, true}, a.att.data(), e.P(p.o_w), e.P(p.o_b), s.branch.data());
-    }
-    void forward(gpt2::Residual1) { e.k_.residual_fwd(e.elems(N * D), a.x.data(), s.branch.data(), a.mid.data()); }
-    void forward(gpt2::Ln2) {
-      e.k_.layernorm_fwd(e.norm(N, D), a.mid.data(), e.P(p.n2_w), e.P(p.n2_b), a.n2.data(), a.n2_mean.data(),
-                         a.n2_rstd.data());
-    }
-    void forward(gpt2::CFc) { e.k_.linear_fwd({N, D, F, true}, a.n2.data(), e.P(p.fc_w), e.P(p.fc_b), a.fc.data()); }
-    void forward(gpt2::Act) { e.k_.gelu_fwd(e.elems(N * F), a.fc.data(), a.act.data(), a.aux[kAct]); }
-    void forward(gpt2::MlpProj) {
-      e.k_.linear_fwd({N, F, D, true}, a.act.data(), e.P(p.down_w), e.P(p.down_b), s.branch.data());
-    }
-    void forward(gpt2::Residual2) { e.k_.residual_fwd(e.elems(N * D), a.mid.data(), s.branch.data(), e.block_out(l)); }
-
-    // s.dx holds the gradient of the block's output; the residual steps route
-    // it unchanged to both inputs (no copy: both alias s.dx).
-    void backward(gpt2::Residual2) { e.k_.residual_bwd(e.elems(N * D), s.dx.data(), s.dx.data(), s.dx.data()); }
-    void backward(gpt2::MlpProj) {
-      e.k_.linear_bwd({N, F, D, true}, a.act.data(), e.P(p.down_w), s.dx.data(), s.dact.data(), e.G(p.down_w),
-                      e.G(p.down_b));
-    }
-    void backward(gpt2::Act) { e.k_.gelu_bwd(e.elems(N * F), a.fc.data(), s.dact.data(), s.dfc.data(), a.aux[kAct]); }
-    void backward(gpt2::CFc) {
-      e.k_.linear_bwd({N, D, F, true}, a.n2.data(), e.P(p.fc_w), s.dfc.data(), s.dn.data(), e.G(p.fc_w),
-                      e.G(p.fc_b));
-    }
-    void backward(gpt2::Ln2) {
-      e.k_.layernorm_bwd(e.norm(N, D), a.mid.data(), e.P(p.n2_w), a.n2_mean.data(), a.n2_rstd.data(), s.dn.data(),
-                         s.dtmp.data(), e.G(p.n2_w), e.G(p.n2_b));
-      e.k_.add_into(N * D, s.dx.data(), s.dtmp.data());
-    }
-    void backward(gpt2::Residual1) { e.k_.residual_bwd(e.elems(N * D), s.dx.data(), s.dx.data(), s.dx.data()); }
-    void backward(gpt2::AttnProj) {
-      e.k_.linear_bwd({N, D, D, true}, a.att.data(), e.P(p.o_w), s.dx.data(), s.datt.data(), e.G(p.o_w),
-                      e.G(p.o_b));
-    }
-    void backward(gpt2::Attn) {
-      const T* qkv = a.qkv.data();
-      T* d = s.dqkv.data();
-      e.k_.attention_bwd(e.attention(), qkv, 3 * D, qkv + D, qkv + 2 * D, 3 * D, a.att.data(), a.lse.data(),
-                         s.datt.data(), d, d + D, d + 2 * D);
-    }
-    void backward(gpt2::CAttn) {
-      e.k_.linear_bwd({N, D, 3 * D, true}, a.n1.data(), e.P(p.attn_w), s.dqkv.data(), s.dn.data(), e.G(p.attn_w),
-                      e.G(p.attn_b));
-    }
-    void backward(gpt2::Ln1) {
-      e.k_.layernorm_bwd(e.norm(N, D), a.x.data(), e.P(p.n1_w), a.n1_mean.data(), a.n1_rstd.data(), s.dn.data(),
-                         s.dtmp.data(), e.G(p.n1_w), e.G(p.n1_b));
-      e.k_.add_into(N * D, s.dx.data(), s.dtmp.data());
-    }
-  };
-
-  // LLaMA and BitNet blocks: one handler set over the family's step types
-  // (Fam::bit selects the BitNet-only steps and inputs).
-  struct NoStep1 {};
-  struct NoStep2 {};
-  struct LlamaFam {
-    using Block = llama::Block;
-    using InputNorm = llama::InputNorm;
-    using QProj = llama::QProj;
-    using KProj = llama::KProj;
-    using VProj = llama::VProj;
-    using RopeQ = llama::RopeQ;
-    using RopeK = llama::RopeK;
-    using Attn = llama::Attn;
-    using AttnSubNorm = NoStep1;
-    using OProj = llama::OProj;
-    using Residual1 = llama::Residual1;
-    using PostNorm = llama::PostNorm;
-    using GateProj = llama::GateProj;
-    using UpProj = llama::UpProj;
-    using Act = llama::Act;
-    using FfnSubNorm = NoStep2;
-    using DownProj = llama::DownProj;
-    using Residual2 = llama::Residual2;
-    static constexpr bool bit = false;
-  };
-  struct BitnetFam {
-    using Block = bitnet::Block;
-    using InputNorm = bitnet::InputNorm;
-    using QProj = bitnet::QProj;
-    using KProj = bitnet::KProj;
-    using VProj = bitnet::VProj;
-    using RopeQ = bitnet::RopeQ;
-    using RopeK = bitnet::RopeK;
-    using Attn = bitnet::Attn;
-    using AttnSubNorm = bitnet::AttnSubNorm;
-    using OProj = bitnet::OProj;
-    using Residual1 = bitnet::Residual1;
-    using PostNorm = bitnet::PostNorm;
-    using GateProj = bitnet::GateProj;
-    using UpProj = bitnet::UpProj;
-    using Act = bitnet::Act;
-    using FfnSubNorm = bitnet::FfnSubNorm;
-    using DownProj = bitnet::DownProj;
-    using Residual2 = bitnet::Residual2;
-    static constexpr bool bit = true;
-  };
-
-  template <class Fam>
-  struct RopeBlock {
-    Engine& e;
-    std::size_t l;
-    LayerActs& a;
-    const LayerParams& p;
-    Shared& s;
-    std::size_t N, D, F, qd, kvd;
-    RopeBlock(Engine& en, std::size_t layer)
-        : e(en), l(layer), a(en.acts_[layer]), p(en.layers_[layer]), s(en.s_), N(en.N_), D(en.D_), F(en.F_),
-          qd(en.qdim_), kvd(en.kvdim_) {}
-    template <class S>
-    using op = typename S::op;
-    // o_proj reads the attention output (BitNet: after its sub-norm);
-    // down_proj reads the activation (BitNet: after its sub-norm).
-    const T* oproj_in() const { return Fam::bit ? a.sub1.data() : a.att.data(); }
-    const T* down_in() const { return Fam::bit ? a.sub2.data() : a.act.data(); }
-
-    void forward(typename Fam::InputNorm) {
-      e.k_.rmsnorm_fwd(e.norm(N, D), a.x.data(), e.P(p.n1_w), a.n1.data(), a.n1_rstd.data());
-    }
-    void forward(typename Fam::QProj) {
-      e.template proj_fwd<op<typename Fam::QProj>>(N, D, qd, a.n1.data(), e.P(p.q_w), s.q.data(), a.aux[kQ]);
-    }
-    void forward(typename Fam::KProj) {
-      e.template proj_fwd<op<typename Fam::KProj>>(N, D, kvd, a.n1.data(), e.P(p.k_w), s.k.data(), a.aux[kK]);
-    }
-    void forward(typename Fam::VProj) {
-      e.template proj_fwd<op<typename Fam::VProj>>(N, D, kvd, a.n1.data(), e.P(p.v_w), a.v.data(), a.aux[kV]);
-    }
-    void forward(typename Fam::RopeQ) { e.k_.rope_fwd(e.rope(e.Hq_), s.q.data(), a.qr.data()); }
-    void forward(typename Fam::RopeK) { e.k_.rope_fwd(e.rope(e.Hkv_), s.k.data(), a.kr.data()); }
-    void forward(typename Fam::Attn) {
-      e.k_.attention_fwd(e.attention(), a.qr.data(), qd, a.kr.data(), a.v.data(), kvd, a.att.data(), a.lse.data());
-    }
-    void forward(typename Fam::AttnSubNorm) {
-      e.k_.rmsnorm_fwd(e.norm(N, qd), a.att.data(), e.P(p.sub1_w), a.sub1.data(), a.sub1_rstd.data());
-    }
-    void forward(typename Fam::OProj) {
-      e.template proj_fwd<op<typename Fam::OProj>>(N, qd, D, oproj_in(), e.P(p.o_w), s.branch.data(), a.aux[kO]);
-    }
-    void forward(typename Fam::Residual1) {
-      e.k_.residual_fwd(e.elems(N * D), a.x.data(), s.branch.data(), a.mid.data());
-    }
-    void forward(typename Fam::PostNorm) {
-      e.k_.rmsnorm_fwd(e.norm(N, D), a.mid.data(), e.P(p.n2_w), a.n2.data(), a.n2_rstd.data());
-    }
-    void forward(typename Fam::GateProj) {
-      e.template proj_fwd<op<typename Fam::GateProj>>(N, D, F, a.n2.data(), e.P(p.gate_w), a.gate.data(),
-                                                      a.aux[kGate]);
-    }
-    void forward(typename Fam::UpProj) {
-      e.template proj_fwd<op<typename Fam::UpProj>>(N, D, F, a.n2.data(), e.P(p.up_w), a.up.data(), a.aux[kUp]);
-    }
-    void forward(typename Fam::Act) {
-      if constexpr (std::is_same_v<op<typename Fam::Act>, ops::SwiGlu>)
-        e.k_.swiglu_fwd(e.elems(N * F), a.gate.data(), a.up.data(), a.act.data(), a.aux[kAct]);
-      else
-        e.k_.relu2mul_fwd(e.elems(N * F), a.gate.data(), a.up.data(), a.act.data(), a.aux[kAct]);
-    }
-    void forward(typename Fam::FfnSubNorm) {
-      e.k_.rmsnorm_fwd(e.norm(N, F), a.act.data(), e.P(p.sub2_w), a.sub2.data(), a.sub2_rstd.data());
-    }
-    void forward(typename Fam::DownProj) {
-      e.template proj_fwd<op<typename Fam::DownProj>>(N, F, D, down_in(), e.P(p.down_w), s.branch.data(),
-                                                      a.aux[kDown]);
-    }
-    void forward(typename Fam::Residual2) {
-      e.k_.residual_fwd(e.elems(N * D), a.mid.data(), s.branch.data(), e.block_out(l));
-    }
-
-    void backward(typename Fam::Residual2) {
-      e.k_.residual_bwd(e.elems(N * D), s.dx.data(), s.dx.data(), s.dx.data());
-    }
-    void backward(typename Fam::DownProj) {
-      e.template proj_bwd<op<typename Fam::DownProj>>(N, F, D, down_in(), e.P(p.down_w), s.dx.data(),
-                                                      Fam::bit ? s.dsub2.data() : s.dact.data(), e.G(p.down_w),
-                                                      a.aux[kDown]);
-    }
-    void backward(typename Fam::FfnSubNorm) {
-      e.k_.rmsnorm_bwd(e.norm(N, F), a.act.data(), e.P(p.sub2_w), a.sub2_rstd.data(), s.dsub2.data(),
-                       s.dact.data(), e.G(p.sub2_w));
-    }
-    void backward(typename Fam::Act) {
-      if constexpr (std::is_same_v<op<typename Fam::Act>, ops::SwiGlu>)
-        e.k_.swiglu_bwd(e.elems(N * F), a.gate.data(), a.up.data(), s.dact.data(), s.dfc.data(), s.dup.data(),
-                        a.aux[kAct]);
-      else
-        e.k_.relu2mul_bwd(e.elems(N * F), a.gate.data(), a.up.data(), s.dact.data(), s.dfc.data(), s.dup.data(),
-                          a.aux[kAct]);
-    }
-    // up_proj runs first in the backward chain: it writes the norm output's
-    // gradient; gate_proj's is added.
-    void backward(typename Fam::UpProj) {
-      e.template proj_bwd<op<typename Fam::UpProj>>(N, D, F, a.n2.data(), e.P(p.up_w), s.dup.data(), s.dn.data(),
-                                                    e.G(p.up_w), a.aux[kUp]);
-    }
-    void backward(typename Fam::GateProj) {
-      e.template proj_bwd<op<typename Fam::GateProj>>(N, D, F, a.n2.data(), e.P(p.gate_w), s.dfc.data(),
-                                                      s.dtmp.data(), e.G(p.gate_w), a.aux[kGate]);
-      e.k_.add_into(N * D, s.dn.data(), s.dtmp.data());
-    }
-    void backward(typename Fam::PostNorm) {
-      e.k_.rmsnorm_bwd(e.norm(N, D), a.mid.data(), e.P(p.n2_w), a.n2_rstd.data(), s.dn.data(), s.dtmp.data(),
-                       e.G(p.n2_w));
-      e.k_.add_into(N * D, s.dx.data(), s.dtmp.data());
-    }
-    void backward(typename Fam::Residual1) {
-      e.k_.residual_bwd(e.elems(N * D), s.dx.data(), s.dx.data(), s.dx.data());
-    }
-    void backward(typename Fam::OProj) {
-      e.template proj_bwd<op<typename Fam::OProj>>(N, qd, D, oproj_in(), e.P(p.o_w), s.dx.data(),
-                                                   Fam::bit ? s.dsub1.data() : s.datt.data(), e.G(p.o_w),
-                                                   a.aux[kO]);
-    }
-    void backward(typename Fam::AttnSubNorm) {
-      e.k_.rmsnorm_bwd(e.norm(N, qd), a.att.data(), e.P(p.sub1_w), a.sub1_rstd.data(), s.dsub1.data(),
-                       s.datt.data(), e.G(p.sub1_w));
-    }
-    void backward(typename Fam::Attn) {
-      e.k_.attention_bwd(e.attention(), a.qr.data(), qd, a.kr.data(), a.v.data(), kvd, a.att.data(), a.lse.data(),
-                         s.datt.data(), s.dqr.data(), s.dkr.data(), s.dv.data());
-    }
-    void backward(typename Fam::RopeK) { e.k_.rope_bwd(e.rope(e.Hkv_), s.dkr.data(), s.dk.data()); }
-    void backward(typename Fam::RopeQ) { e.k_.rope_bwd(e.rope(e.Hq_), s.dqr.data(), s.dq.data()); }
-    // v_proj runs first in the backward chain (it writes), then k, then q (added).
-    void backward(typename Fam::VProj) {
-      e.template proj_bwd<op<typename Fam::VProj>>(N, D, kvd, a.n1.data(), e.P(p.v_w), s.dv.data(), s.dn.data(),
-                                                   e.G(p.v_w), a.aux[kV]);
-    }
-    void backward(typename Fam::KProj) {
-      e.template proj_bwd<op<typename Fam::KProj>>(N, D, kvd, a.n1.data(), e.P(p.k_w), s.dk.data(), s.dtmp.data(),
-                                                   e.G(p.k_w), a.aux[kK]);
-      e.k_.add_into(N * D, s.dn.data(), s.dtmp.data());
-    }
-    void backward(typename Fam::QProj) {
-      e.template proj_bwd<op<typename Fam::QProj>>(N, D, qd, a.n1.data(), e.P(p.q_w), s.dq.data(), s.dtmp.data(),
-                                                   e.G(p.q_w), a.aux[kQ]);
-      e.k_.add_into(N * D, s.dn.data(), s.dtmp.data());
-    }
-    void backward(typename Fam::InputNorm) {
-      e.k_.rmsnorm_bwd(e.norm(N, D), a.x.data(), e.P(p.n1_w), a.n1_rstd.data(), s.dn.data(), s.dtmp.data(),
-                       e.G(p.n1_w));
-      e.k_.add_into(N * D, s.dx.data(), s.dtmp.data());
-    }
-  };
-
-  // The head: final norm, LM head, loss. In Logits mode it runs on the last
-  // row only and the loss step does nothing.
-  struct Head {
-    Engine& e;
-    std::size_t rows, off;  // rows of the residual stream the head reads, from row `off`
-    explicit Head(Engine& en)
-        : e(en), rows(en.mode_ == Mode::Logits ? 1 : en.N_), off(en.mode_ == Mode::Logits ? en.N_ - 1 : 0) {}
-    const T* h() const { return e.s_.h.data() + off * e.D_; }
-    void forward(gpt2::LnF) {
-      e.k_.layernorm_fwd(e.norm(rows, e.D_), h(), e.P(e.nf_w_), e.P(e.nf_b_), e.s_.hn.data(), e.s_.hn_mean.data(),
-                         e.s_.hn_rstd.data());
-    }
-    void forward(llama::Norm) {
-      e.k_.rmsnorm_fwd(e.norm(rows, e.D_), h(), e.P(e.nf_w_), e.s_.hn.data(), e.s_.hn_rstd.data());
-    }
-    void forward(gpt2::LmHead) {
-      e.k_.linear_fwd({rows, e.D_, e.V_, false}, e.s_.hn.data(), e.P(e.head_), nullptr, e.s_.logits.data());
-    }
-    void forward(gpt2::Loss) {
-      if (e.mode_ == Mode::Logits) return;
-      e.k_.ce_fwd({e.N_, e.V_}, e.s_.logits.data(), e.targets_, e.s_.loss.data(), e.s_.lse.data());
-    }
-    // The logits' gradient overwrites the logits (they are not read again).
-    void backward(gpt2::Loss) {
-      e.k_.ce_bwd({e.N_, e.V_}, e.s_.logits.data(), e.targets_, e.s_.lse.data(), e.s_.dloss.data(),
-                  e.s_.logits.data());
-    }
-    void backward(gpt2::LmHead) {
-      e.k_.linear_bwd({e.N_, e.D_, e.V_, false}, e.s_.hn.data(), e.P(e.head_), e.s_.logits.data(), e.s_.dn.data(),
-                      e.G(e.head_), nullptr);
-    }
-    void backward(gpt2::LnF) {
-      e.k_.layernorm_bwd(e.norm(e.N_, e.D_), e.s_.h.data(), e.P(e.nf_w_), e.s_.hn_mean.data(), e.s_.hn_rstd.data(),
-                         e.s_.dn.data(), e.s_.dx.data(), e.G(e.nf_w_), e.G(e.nf_b_));
-    }
-    void backward(llama::Norm) {
-      e.k_.rmsnorm_bwd(e.norm(e.N_, e.D_), e.s_.h.data(), e.P(e.nf_w_), e.s_.hn_rstd.data(), e.s_.dn.data(),
-                       e.s_.dx.data(), e.G(e.nf_w_));
-    }
-  };
-
+  // --- the passes ---------------------------------------------------------------
   auto tracer(const char* phase, const char* part, std::size_t layer) {
     return [this, phase, part, layer](std::string_view place, std::string_view op) {
-      if (!trace) return;
+      if (!opt_.trace) return;
       if (std::string_view(part) == "block")
-        trace->push_back(fmt::format("{} {} {} {}:{}", phase, part, layer, place, op));
+        opt_.trace->push_back(fmt::format("{} {} {} {}:{}", phase, part, layer, place, op));
       else
-        trace->push_back(fmt::format("{} {} {}:{}", phase, part, place, op));
+        opt_.trace->push_back(fmt::format("{} {} {}:{}", phase, part, place, op));
     };
   }
 
   // recompute_blocks: lends work_'s buffers to block l for the scope.
   struct Lend {
-    Engine& e;
+    FamilyEngine& e;
     std::size_t l;
-    Lend(Engine& en, std::size_t layer) : e(en), l(layer) {
-      if (e.recompute_blocks) e.acts_[l].swap_all_but_x(e.work_);
+    Lend(FamilyEngine& en, std::size_t layer) : e(en), l(layer) {
+      if (e.opt_.recompute_blocks) std::swap(lent(e.acts_[l]), e.work_);
     }
     ~Lend() {
-      if (e.recompute_blocks) e.acts_[l].swap_all_but_x(e.work_);
+      if (e.opt_.recompute_blocks) std::swap(lent(e.acts_[l]), e.work_);
     }
     Lend(const Lend&) = delete;
     Lend& operator=(const Lend&) = delete;
   };
 
-  void forward_pass(const Index*, const Index*) {
-    if (cfg_.family == Family::Gpt2) {
-      GptStem stem{*this};
-      run_forward<gpt2::Stem>(stem, tracer("forward", "stem", 0));
-      for (std::size_t l = 0; l < L_; ++l) {
-        Lend lend(*this, l);
-        GptBlock b(*this, l);
-        run_forward<gpt2::Block>(b, tracer("forward", "block", l));
-      }
-      Head h(*this);
-      run_forward<gpt2::Head>(h, tracer("forward", "head", 0));
-    } else {
-      RopeStem stem{*this};
-      run_forward<llama::Stem>(stem, tracer("forward", "stem", 0));
-      for (std::size_t l = 0; l < L_; ++l) {
-        Lend lend(*this, l);
-        if (cfg_.family == Family::Llama) {
-          RopeBlock<LlamaFam> b(*this, l);
-          run_forward<llama::Block>(b, tracer("forward", "block", l));
-        } else {
-          RopeBlock<BitnetFam> b(*this, l);
-          run_forward<bitnet::Block>(b, tracer("forward", "block", l));
-        }
-      }
-      Head h(*this);
-      run_forward<llama::Head>(h, tracer("forward", "head", 0));
+  void forward_pass() {
+    StemHandlers stem{*this};
+    run_forward<typename Fam::Stem>(stem, tracer("forward", "stem", 0));
+    for (std::size_t l = 0; l < L_; ++l) {
+      Lend lend(*this, l);
+      BlockHandlers b(*this, l);
+      run_forward<typename Fam::Block>(b, tracer("forward", "block", l));
     }
+    HeadHandlers h(*this);
+    run_forward<typename Fam::Head>(h, tracer("forward", "head", 0));
   }
 
-  void backward_pass(const Index*) {
-    if (cfg_.family == Family::Gpt2) {
-      Head h(*this);
-      run_backward<gpt2::Head>(h, tracer("backward", "head", 0));
-      for (std::size_t l = L_; l-- > 0;) {
-        Lend lend(*this, l);
-        GptBlock b(*this, l);
-        if (recompute_blocks) run_forward<gpt2::Block>(b, tracer("recompute", "block", l));
-        run_backward<gpt2::Block>(b, tracer("backward", "block", l));
-      }
-      GptStem stem{*this};
-      run_backward<gpt2::Stem>(stem, tracer("backward", "stem", 0));
-    } else {
-      Head h(*this);
-      run_backward<llama::Head>(h, tracer("backward", "head", 0));
-      for (std::size_t l = L_; l-- > 0;) {
-        Lend lend(*this, l);
-        if (cfg_.family == Family::Llama) {
-          RopeBlock<LlamaFam> b(*this, l);
-          if (recompute_blocks) run_forward<llama::Block>(b, tracer("recompute", "block", l));
-          run_backward<llama::Block>(b, tracer("backward", "block", l));
-        } else {
-          RopeBlock<BitnetFam> b(*this, l);
-          if (recompute_blocks) run_forward<bitnet::Block>(b, tracer("recompute", "block", l));
-          run_backward<bitnet::Block>(b, tracer("backward", "block", l));
-        }
-      }
-      RopeStem stem{*this};
-      run_backward<llama::Stem>(stem, tracer("backward", "stem", 0));
+  void backward_pass() {
+    HeadHandlers h(*this);
+    run_backward<typename Fam::Head>(h, tracer("backward", "head", 0));
+    for (std::size_t l = L_; l-- > 0;) {
+      Lend lend(*this, l);
+      BlockHandlers b(*this, l);
+      if (opt_.recompute_blocks) run_forward<typename Fam::Block>(b, tracer("recompute", "block", l));
+      run_backward<typename Fam::Block>(b, tracer("backward", "block", l));
     }
+    StemHandlers stem{*this};
+    run_backward<typename Fam::Stem>(stem, tracer("backward", "stem", 0));
   }
 
-  ModelConfig cfg_;
-  std::vector<PT>& params_;
-  K& k_;
-  std::size_t V_ = 0, D_ = 0, F_ = 0, L_ = 0, Hq_ = 0, Hkv_ = 0, Dh_ = 0, qdim_ = 0, kvdim_ = 0;
-  std::size_t B_ = 0, S_ = 0, N_ = 0;
   Mode mode_ = Mode::Train;
-  const Index* ids_ = nullptr;
-  const Index* targets_ = nullptr;
-  std::vector<LayerParams> layers_;
-  std::size_t wte_ = npos, wpe_ = npos, nf_w_ = npos, nf_b_ = npos, head_ = npos;
-  std::vector<LayerActs> acts_;
-  LayerActs work_;  // recompute_blocks: the one block's activations, lent to the block being run
-  Shared s_;
   std::vector<T*> gdst_;
   std::vector<Buf> gtmp_;
+};
+
+// The engine of a config: its family's FamilyEngine, picked once (with_family).
+template <class T, class K, class PT = ParamT<T>>
+class Engine : public EngineOptions {
+ public:
+  using Index = ops::Index;
+
+  Engine(const ModelConfig& cfg, std::vector<PT>& params, K& kernels)
+      : impl_(with_family(cfg, [&]<class Fam>(Fam) {
+          return Impl(std::in_place_type<FamilyEngine<Fam, T, K, PT>>, cfg, params, kernels,
+                      static_cast<const EngineOptions&>(*this));
+        })) {}
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  const ModelConfig& config() const {
+    return std::visit([](const auto& e) -> const ModelConfig& { return e.cfg_; }, impl_);
+  }
+  // FamilyEngine::run and last_logits.
+  T run(const Index* ids, const Index* targets, std::size_t batch, std::size_t seq, bool backward, bool accumulate) {
+    return std::visit([&](auto& e) { return e.run(ids, targets, batch, seq, backward, accumulate); }, impl_);
+  }
+  std::vector<T> last_logits(const Index* ids, std::size_t seq) {
+    return std::visit([&](auto& e) { return e.last_logits(ids, seq); }, impl_);
+  }
+
+ private:
+  using Impl = std::variant<FamilyEngine<Gpt2Family, T, K, PT>, FamilyEngine<LlamaFamily, T, K, PT>,
+                            FamilyEngine<BitnetFamily, T, K, PT>>;
+  Impl impl_;
 };
 
 // The model over the op specifications, any scalar: parameters, kernels and

@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 
 #include "lockstep/num/elementary_ref.hpp"
-#include "lockstep/verify/suites.hpp"
+#include "lockstep/num/suites.hpp"
 
 namespace lockstep::num {
 

@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "lockstep/num/ieee_check.hpp"
-#include "lockstep/verify/suites.hpp"
+#include "lockstep/num/suites.hpp"
 
 namespace lockstep::num {
 

@@ -17,7 +17,7 @@
 #include "lockstep/num/reduce.hpp"
 #include "lockstep/num/reduce_kinds.hpp"
 #include "lockstep/num/rng.hpp"
-#include "lockstep/verify/suites.hpp"
+#include "lockstep/num/suites.hpp"
 
 namespace lockstep::num {
 

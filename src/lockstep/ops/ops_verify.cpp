@@ -8,7 +8,7 @@
 
 #include "lockstep/ad/mutants.hpp"
 #include "lockstep/ad/registry.hpp"
-#include "lockstep/verify/suites.hpp"
+#include "lockstep/ops/suites.hpp"
 
 namespace lockstep::ops {
 

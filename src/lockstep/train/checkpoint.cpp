@@ -91,6 +91,7 @@ void OptimizerState::init(const model::Model& model) {
 }
 
 std::uint64_t weights_hash(const model::Model& model) {
+  model::require_f32_params(model.params(), "weights_hash");  // it reads Param::value by shape
   num::Hasher h;
   for (const model::Param& p : model.params()) h.add(num::HashDType::f32, p.shape, p.value.data());
   return h.digest();
@@ -170,6 +171,7 @@ std::vector<float> from_hf_tensor(const model::ModelConfig& cfg, const model::Pa
 }
 
 void save_hf_model(const std::string& dir, const model::Model& model, const std::string& tokenizer_json) {
+  model::require_f32_params(model.params(), "save_hf_model (the checkpoint holds F32 tensors)");
   check_finite(model, nullptr, "refusing to save the model");
   fs::create_directories(dir);
   const model::ModelConfig& cfg = model.config();
@@ -188,6 +190,7 @@ void save_hf_model(const std::string& dir, const model::Model& model, const std:
 
 void load_hf_weights(const std::string& dir, model::Model& model) {
   const std::string path = (fs::path(dir) / "model.safetensors").string();
+  model::require_f32_params(model.params(), "load_hf_weights (the checkpoint holds F32 tensors)");
   const io::SafetensorsFile file = io::SafetensorsFile::read(path);
   const model::ModelConfig& cfg = model.config();
   std::map<std::string, bool> used;

@@ -73,31 +73,36 @@ AdamWScalars adamw_scalars(const AdamWConfig& opt, float lr, std::int64_t t) {
   return s;
 }
 
+// The optimizer op's steps 2, 3 and 6 (ops/optim.hpp); the per-tensor sums
+// spread over threads (sumsq_parallel: the same bits as ops::tensor_sumsq).
 float global_grad_norm(const std::vector<ParamSlot>& slots, int threads) {
   std::vector<float> partial(slots.size());
   for (std::size_t i = 0; i < slots.size(); ++i)
     partial[i] = num::reduce::sumsq_parallel(slots[i].grad.data(), slots[i].grad.size(), threads);
-  return std::sqrt(num::reduce::sum(partial.data(), partial.size()));
+  return ops::global_norm(partial.data(), partial.size());
 }
 
 float clip_grad_norm(std::vector<ParamSlot>& slots, float max_norm, int threads) {
   const float norm = global_grad_norm(slots, threads);
-  if (!std::isfinite(norm)) {
+  if (!ops::step_updates(0.0f, norm)) {  // the loss was checked by the caller
     for (const auto& s : slots)
       for (float g : s.grad)
         if (!std::isfinite(g))
           throw std::runtime_error(fmt::format("non-finite gradient ({}) in '{}': the step is refused", g, s.name));
     throw std::runtime_error(fmt::format("gradient norm overflowed to {}: the step is refused", norm));
   }
-  if (max_norm > 0.0f) {
-    const float scale = max_norm / (norm + 1e-6f);
-    if (scale < 1.0f)
-      for (auto& s : slots)
-        util::parallel_for(s.grad.size(), threads, 1 << 14, [&](std::size_t lo, std::size_t hi) {
-          for (std::size_t i = lo; i < hi; ++i) s.grad[i] *= scale;
-        });
-  }
+  clip_by_norm(slots, max_norm, norm, threads);
   return norm;
+}
+
+float clip_by_norm(std::vector<ParamSlot>& slots, float max_norm, float norm, int threads) {
+  const float scale = ops::clip_scale(max_norm, norm);
+  if (ops::clips(scale))
+    for (auto& s : slots)
+      util::parallel_for(s.grad.size(), threads, 1 << 14, [&](std::size_t lo, std::size_t hi) {
+        for (std::size_t i = lo; i < hi; ++i) s.grad[i] = ops::clip_grad(s.grad[i], scale);
+      });
+  return scale;
 }
 
 void adamw_step(std::vector<ParamSlot>& slots, const AdamWScalars& sc, int threads) {
@@ -105,7 +110,7 @@ void adamw_step(std::vector<ParamSlot>& slots, const AdamWScalars& sc, int threa
     if (s.grad.size() != s.value.size() || s.m.size() != s.value.size() || s.v.size() != s.value.size())
       throw std::invalid_argument(fmt::format("adamw_step: '{}' has mismatched value/grad/moment sizes", s.name));
     util::parallel_for(s.value.size(), threads, 1 << 14, [&](std::size_t lo, std::size_t hi) {
-      for (std::size_t i = lo; i < hi; ++i) adamw_element(s.value[i], s.grad[i], s.m[i], s.v[i], sc, s.decay);
+      for (std::size_t i = lo; i < hi; ++i) ops::adamw_element(s.value[i], s.grad[i], s.m[i], s.v[i], sc, s.decay);
     });
   }
 }

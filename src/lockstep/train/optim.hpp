@@ -1,8 +1,10 @@
 // AdamW with decoupled weight decay, the learning-rate schedule (linear warmup,
 // then cosine decay) and global L2 gradient clipping, as canonical float
-// expressions: the per-element update is one LOCKSTEP_HD function that the CPU
-// and CUDA backends both call, and every per-step scalar is computed once on
-// the host by a fixed sequence of IEEE operations.
+// expressions: the step's expressions (the element update, the sums of
+// squares and the norm, the clip scale, the decision to update) are the
+// optimizer op's, ops/optim.hpp, which the CUDA kernels call too; every
+// per-step scalar is computed once on the host by a fixed sequence of IEEE
+// operations.
 #pragma once
 
 #include <cstdint>
@@ -10,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "lockstep/num/fp.hpp"
+#include "lockstep/ops/optim.hpp"
 
 namespace lockstep::train {
 
@@ -35,31 +37,12 @@ struct ScheduleConfig {
 // clamped to [0, 1]. Float arithmetic with lockstep's deterministic cos.
 float learning_rate(const AdamWConfig& opt, const ScheduleConfig& s, std::int64_t step);
 
-// The per-step scalars of the update (host-computed, identical everywhere).
-struct AdamWScalars {
-  float beta1, one_minus_beta1;
-  float beta2, one_minus_beta2;
-  float step_size;     // lr / (1 − beta1^t)
-  float inv_sqrt_bc2;  // 1 / sqrt(1 − beta2^t)
-  float eps;
-  float decay;         // 1 − lr·weight_decay (for parameters with decay)
-};
+// The per-step scalars of the update and the per-element AdamW update are the
+// optimizer op's (ops/optim.hpp), shared with the device kernels.
+using AdamWScalars = ops::AdamWScalars;
+using ops::adamw_element;
 // t: 1-based update count; lr: this step's learning rate.
 AdamWScalars adamw_scalars(const AdamWConfig& opt, float lr, std::int64_t t);
-
-// The canonical per-element AdamW update:
-//   m ← fma(β1, m, (1−β1)·g)
-//   v ← fma(β2, v, (1−β2)·(g·g))
-//   p ← p·decay                          (decoupled weight decay, if `decay`)
-//   p ← fma(−step, m / fma(√v, 1/√bc2, ε), p)
-LOCKSTEP_HD inline void adamw_element(float& p, float g, float& m, float& v, const AdamWScalars& s,
-                                      bool decay) {
-  m = num::fma_rn(s.beta1, m, s.one_minus_beta1 * g);
-  v = num::fma_rn(s.beta2, v, s.one_minus_beta2 * (g * g));
-  float q = decay ? p * s.decay : p;
-  const float denom = num::fma_rn(sqrtf(v), s.inv_sqrt_bc2, s.eps);
-  p = num::fma_rn(-s.step_size, m / denom, q);
-}
 
 // One parameter tensor as the optimizer sees it.
 struct ParamSlot {
@@ -76,6 +59,9 @@ float global_grad_norm(const std::vector<ParamSlot>& slots, int threads);
 // PyTorch's clip_grad_norm_). Returns the norm before clipping. Throws
 // std::runtime_error naming the first tensor holding a NaN/Inf gradient.
 float clip_grad_norm(std::vector<ParamSlot>& slots, float max_norm, int threads);
+// The clip alone, for a norm already known to be finite: scales every gradient
+// by ops::clip_scale(max_norm, norm) when that is < 1; returns the scale.
+float clip_by_norm(std::vector<ParamSlot>& slots, float max_norm, float norm, int threads);
 
 // Applies one AdamW update to every slot (rows across threads; the bits do not
 // depend on `threads`).

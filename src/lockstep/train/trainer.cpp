@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 
 #include "lockstep/num/hash.hpp"
+#include "lockstep/ops/optim.hpp"
+#include "lockstep/train/step.hpp"
 #include "lockstep/util/parallel.hpp"
 
 namespace lockstep::train {
@@ -55,11 +57,11 @@ Trainer::Trainer(const TrainConfig& cfg, std::unique_ptr<model::Model> model, da
 void Trainer::init_fresh() {
   model_->init(cfg_.seed);
   opt_.init(*model_);
-  if (model_->owns_optimizer()) model_->set_moments(opt_.m, opt_.v);
+  if (auto* own = model_->step_stages()) own->set_moments(opt_.m, opt_.v);
 }
 
 const OptimizerState& Trainer::optimizer() const {
-  if (model_->owns_optimizer()) model_->get_moments(opt_.m, opt_.v);
+  if (auto* own = model_->step_stages()) own->get_moments(opt_.m, opt_.v);
   return opt_;
 }
 
@@ -75,7 +77,7 @@ void Trainer::restore(OptimizerState opt) {
   if (opt.step < 0 || opt.step > cfg_.steps)
     throw std::invalid_argument(fmt::format("restore: step {} is outside the run's {} steps", opt.step, cfg_.steps));
   opt_ = std::move(opt);
-  if (model_->owns_optimizer()) model_->set_moments(opt_.m, opt_.v);
+  if (auto* own = model_->step_stages()) own->set_moments(opt_.m, opt_.v);
 }
 
 StepResult Trainer::step() {
@@ -85,50 +87,18 @@ StepResult Trainer::step() {
   const float lr = learning_rate(adamw_, sched_, s);
   const data::Batch b = data::sample_batch(train_, data_seed_, static_cast<std::uint64_t>(s), B * A, T);
 
-  const auto refuse_loss = [&](float loss) {
-    if (!std::isfinite(loss))
-      throw std::runtime_error(fmt::format("step {}: the training loss is {}: the step is refused (lower --lr?)",
-                                           s + 1, loss));
-  };
-  if (model_->owns_optimizer()) {
-    // The model runs the whole step where its parameters live (the same
-    // sequence as below: model.hpp, train_step).
-    const auto r = model_->train_step(b.inputs, b.targets, B, T, A, static_cast<float>(cfg_.grad_clip),
-                                      adamw_scalars(adamw_, lr, s + 1), threads_);
-    refuse_loss(r.loss);
-    opt_.step = s + 1;
-    return {s + 1, r.loss, lr, r.norm, static_cast<std::uint64_t>(B * A * T)};
-  }
-
-  float loss_sum = 0.0f;
-  const auto micro = static_cast<std::size_t>(B * T);
-  for (std::int64_t a = 0; a < A; ++a) {
-    const auto off = static_cast<std::size_t>(a) * micro;
-    loss_sum += model_->forward_backward(std::span(b.inputs.data() + off, micro),
-                                         std::span(b.targets.data() + off, micro), B, T, a > 0, threads_);
-  }
-  const float loss = A > 1 ? loss_sum / static_cast<float>(A) : loss_sum;
-  refuse_loss(loss);
-
-  auto& ps = model_->params();
-  std::vector<ParamSlot> slots;
-  slots.reserve(ps.size());
-  for (std::size_t i = 0; i < ps.size(); ++i) {
-    model::Param& p = ps[i];
-    if (!p.trainable) continue;
-    slots.push_back({p.name, p.value, p.grad, opt_.m[i], opt_.v[i], p.decay});
-  }
-  if (A > 1) {
-    const float inv = 1.0f / static_cast<float>(A);
-    for (ParamSlot& sl : slots)
-      util::parallel_for(sl.grad.size(), threads_, std::size_t{1} << 14, [&](std::size_t lo, std::size_t hi) {
-        for (std::size_t i = lo; i < hi; ++i) sl.grad[i] *= inv;
-      });
-  }
-  const float norm = clip_grad_norm(slots, static_cast<float>(cfg_.grad_clip), threads_);
-  adamw_step(slots, adamw_scalars(adamw_, lr, s + 1), threads_);
+  // The step pipeline (step.hpp): the model's own stages where its parameters
+  // live, or the host stages; one process, so no reduction and no guard.
+  HostStepStages host(*model_, opt_);
+  model::StepStages* own = model_->step_stages();
+  const StepBatch batch{b.inputs, b.targets, B, T, A};
+  const ops::StepDecision d = run_step(own != nullptr ? *own : host, batch, static_cast<float>(cfg_.grad_clip),
+                                       adamw_scalars(adamw_, lr, s + 1), StepHooks{}, threads_);
+  if (!std::isfinite(d.loss))
+    throw std::runtime_error(fmt::format("step {}: the training loss is {}: the step is refused (lower --lr?)", s + 1,
+                                         d.loss));
   opt_.step = s + 1;
-  return {s + 1, loss, lr, norm, static_cast<std::uint64_t>(B * A * T)};
+  return {s + 1, d.loss, lr, d.norm, static_cast<std::uint64_t>(B * A * T)};
 }
 
 std::int64_t Trainer::val_windows() const {

@@ -9,6 +9,8 @@
 //            exact for a power-of-two accum)
 //   norm   = clip_grad_norm(trainable params, grad_clip)             (refuses NaN/Inf gradients)
 //   AdamW update with adamw_scalars(lr, t)                           (optim.hpp)
+// run by the step pipeline (step.hpp) on the model's own stages (a device
+// model) or the host stages: the same sequence, the same bits.
 // The windows of step s are a pure function of (seed, s) and split into
 // micro-batches after being drawn, so resuming at step s needs nothing but s,
 // and changing --accum keeps the data of every step.
@@ -84,7 +86,7 @@ class Trainer {
   data::Shard train_;
   std::optional<data::Shard> val_;
   std::vector<std::uint32_t> token_bytes_;
-  mutable OptimizerState opt_;  // moments stale while a model owning its optimizer trains
+  mutable OptimizerState opt_;  // moments stale while a model with its own step stages trains
   AdamWConfig adamw_;
   ScheduleConfig sched_;
   std::uint64_t data_seed_;

@@ -40,8 +40,8 @@ struct Suite {
   std::function<std::vector<Table>(const Options&)> run;
 };
 
-// The one list of suites (src/lockstep/verify/suites.cpp).
-const std::vector<Suite>& suites();
+// The one list of suites is the CLI's (apps/lockstep/suites.hpp): it names
+// every module's suite, so it lives above them all.
 
 // Formatting helpers shared by the suites.
 std::string fmt_count(std::uint64_t n);

@@ -213,7 +213,7 @@ void OpKernels::run(const ops::QuantLinearConfig& c, const ops::BitLinear::BwdAr
   if (aux.a.size() != c.rows * c.in || aux.b.size() != c.out * c.in) {
     Aux fresh;  // no forward kept (never the case inside the model): recompute
     std::vector<float> y(c.rows * c.out);
-    bitlinear_fwd(c, x, w, y.data(), fresh);
+    forward<ops::BitLinear>(c, {.x = x, .w = w, .y = y.data()}, fresh);
     aux = std::move(fresh);
   }
   gemm_dyw(c.rows, c.out, c.in, dy, aux.b.data(), dx, threads);

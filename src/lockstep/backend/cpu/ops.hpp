@@ -26,8 +26,7 @@
 #include <vector>
 
 #include "lockstep/ad/kernel_set.hpp"
-#include "lockstep/ad/legacy_kernel_names.hpp"
-#include "lockstep/model/kernel_aux.hpp"
+#include "lockstep/backend/cpu/kernel_aux.hpp"
 #include "lockstep/ops/all.hpp"
 
 namespace lockstep::cpu {
@@ -39,10 +38,10 @@ namespace lockstep::cpu {
 void set_min_parallel_work(std::size_t ops);
 std::size_t min_parallel_work();
 
-class OpKernels : public ad::KeyedKernels<OpKernels, float>, public ad::LegacyKernelNames<OpKernels, float> {
+class OpKernels : public ad::KeyedKernels<OpKernels, float> {
  public:
   using Index = ops::Index;
-  using Aux = model::Aux;
+  using Aux = cpu::Aux;
 
   int threads = 1;  // set by the caller before each pass (util::resolve_threads)
 

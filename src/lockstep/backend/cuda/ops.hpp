@@ -22,13 +22,12 @@
 #include <cstdint>
 
 #include "lockstep/ad/kernel_set.hpp"
-#include "lockstep/ad/legacy_kernel_names.hpp"
 #include "lockstep/backend/cuda/device.hpp"
 #include "lockstep/ops/all.hpp"
 
 namespace lockstep::cuda {
 
-// What a forward keeps for its backward, on the device (model::Aux's twin).
+// What a forward keeps for its backward, on the device (cpu::Aux's twin).
 // The weight scale stays on the device (reading it would make the host wait);
 // scale() reads it back for the gates and the audits.
 struct Aux {
@@ -36,7 +35,7 @@ struct Aux {
   float scale() const { return s.empty() ? 0.0f : s.download()[0]; }
 };
 
-class OpKernels : public ad::KeyedKernels<OpKernels, float>, public ad::LegacyKernelNames<OpKernels, float> {
+class OpKernels : public ad::KeyedKernels<OpKernels, float> {
  public:
   using Index = ops::Index;
   using Aux = cuda::Aux;

@@ -1,6 +1,8 @@
 // The optimizer step on the device (optim_launch.hpp). The reductions are
 // canonical_warp.cuh's warp forms of num/reduce.hpp (the CPU's chunked lane
-// tree, lane for lane); the update is train::adamw_element itself.
+// tree, lane for lane); every other expression is the optimizer op's
+// (ops/optim.hpp: the gradient scale, the sum-of-squares step, the norm, the
+// step loss, the clip and the decision to update, the element update itself).
 #include "lockstep/backend/cuda/optim_launch.hpp"
 
 #include <algorithm>
@@ -9,7 +11,7 @@
 #include "lockstep/backend/cuda/canonical_warp.cuh"
 #include "lockstep/backend/cuda/device.hpp"
 #include "lockstep/num/reduce.hpp"
-#include "lockstep/train/optim.hpp"
+#include "lockstep/ops/optim.hpp"
 
 namespace lockstep::cuda::launch {
 namespace {
@@ -21,7 +23,7 @@ __global__ void scale_all_kernel(const TensorSlot* table, float s) {
   const TensorSlot t = table[blockIdx.y];
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < t.n;
        i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
-    t.grad[i] = __fmul_rn(t.grad[i], s);
+    t.grad[i] = ops::scale_grad(t.grad[i], s);
 }
 
 // One warp per chunk of all tensors' chunks; the tensor found by bisection.
@@ -39,7 +41,7 @@ __global__ void sumsq_chunks_kernel(const TensorSlot* table, std::size_t count, 
   const std::size_t base = (g - t.first_chunk) * rd::kChunk;  // <= t.n (an empty tensor is one empty chunk)
   const std::size_t len = t.n - base < rd::kChunk ? t.n - base : rd::kChunk;
   const float* x = t.grad;
-  const float p = detail::warp_chunk(base, len, [x](float acc, std::size_t i) { return __fmaf_rn(x[i], x[i], acc); });
+  const float p = detail::warp_chunk(base, len, [x](float acc, std::size_t i) { return ops::sumsq_step(acc, x[i]); });
   if ((threadIdx.x & 31u) == 0) partials[g] = p;
 }
 
@@ -57,27 +59,22 @@ __global__ void step_control_kernel(const float* norms, std::size_t count, const
                                     float max_norm, float* control) {
   const float total = detail::warp_sum_like(count, [norms](float acc, std::size_t i) { return __fadd_rn(acc, norms[i]); });
   if (threadIdx.x != 0) return;
-  float loss = 0.0f;
-  for (std::size_t a = 0; a < accum; ++a) loss = __fadd_rn(loss, losses[a]);
-  if (accum > 1) loss = __fdiv_rn(loss, static_cast<float>(accum));
-  const float norm = __fsqrt_rn(total);
-  const float clip = max_norm > 0.0f ? __fdiv_rn(max_norm, __fadd_rn(norm, 1e-6f)) : 1.0f;
+  const float loss = ops::step_loss(losses, accum);
+  const float norm = ops::norm_of_total(total);
+  const float clip = ops::clip_scale(max_norm, norm);
   control[kLoss] = loss;
   control[kNorm] = norm;
   control[kClip] = clip;
-  control[kUpdate] = isfinite(loss) && isfinite(norm) ? 1.0f : 0.0f;
+  control[kUpdate] = ops::step_updates(loss, norm) ? 1.0f : 0.0f;
 }
 
-__global__ void adamw_all_kernel(const TensorSlot* table, const float* control, train::AdamWScalars s) {
+__global__ void adamw_all_kernel(const TensorSlot* table, const float* control, ops::AdamWScalars s) {
   if (control[kUpdate] == 0.0f) return;
   const float clip = control[kClip];
   const TensorSlot t = table[blockIdx.y];
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < t.n;
-       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
-    float g = t.grad[i];
-    if (clip < 1.0f) t.grad[i] = g = __fmul_rn(g, clip);
-    train::adamw_element(t.value[i], g, t.m[i], t.v[i], s, t.decay != 0);
-  }
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
+    ops::update_element(t.value[i], t.grad[i], t.m[i], t.v[i], clip, s, t.decay != 0);
 }
 
 dim3 per_tensor_grid(std::size_t count, std::size_t max_n) {
@@ -108,7 +105,7 @@ void step_control(const float* norms, std::size_t count, const float* losses, st
 }
 
 void adamw_all(const TensorSlot* table, std::size_t count, std::size_t max_n, const float* control,
-               const train::AdamWScalars& s) {
+               const ops::AdamWScalars& s) {
   if (count == 0 || max_n == 0) return;
   adamw_all_kernel<<<per_tensor_grid(count, max_n), 256>>>(table, control, s);
   check_launch("adamw_all");

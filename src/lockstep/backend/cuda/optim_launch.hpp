@@ -1,6 +1,6 @@
-// Launchers of the optimizer kernels (optim.cu): the trainer's host loop of
-// train/optim.cpp (grads scaled, global norm, clip, AdamW), on the device,
-// with the same expressions. Every launcher covers all parameter tensors at
+// Launchers of the optimizer kernels (optim.cu): the optimizer op's step
+// (ops/optim.hpp: grads scaled, global norm, clip, AdamW), on the device, with
+// its expressions. Every launcher covers all parameter tensors at
 // once (one launch each, not one per tensor) and none makes the host wait:
 // the step's decisions (the clip scale, whether to update at all) are read by
 // the kernels from a small control block on the device.
@@ -9,10 +9,7 @@
 #include <cstddef>
 
 #include "lockstep/num/fp.hpp"  // LOCKSTEP_HD
-
-namespace lockstep::train {
-struct AdamWScalars;
-}
+#include "lockstep/ops/optim.hpp"  // the expressions (AdamWScalars, the step's functions)
 
 namespace lockstep::cuda::launch {
 
@@ -46,10 +43,11 @@ void grad_norms(const TensorSlot* table, std::size_t count, std::size_t total_ch
 //   update = loss and norm both finite.
 void step_control(const float* norms, std::size_t count, const float* losses, std::size_t accum, float max_norm,
                   float* control);
-// When control[kUpdate] is set: g' = clip < 1 ? g * clip : g (written back, as
-// clip_grad_norm scales in place), then train::adamw_element(p, g', m, v, s,
-// decay) for every element of every tensor. Otherwise nothing is written.
+// When control[kUpdate] is set: ops::update_element for every element of every
+// tensor (g' = clip < 1 ? g * clip : g, written back as clip_grad_norm scales
+// in place, then ops::adamw_element(p, g', m, v, s, decay)). Otherwise
+// nothing is written.
 void adamw_all(const TensorSlot* table, std::size_t count, std::size_t max_n, const float* control,
-               const train::AdamWScalars& s);
+               const ops::AdamWScalars& s);
 
 }  // namespace lockstep::cuda::launch

@@ -5,7 +5,11 @@
 // order of kernel calls are the CPU model's; every kernel is gated against the
 // CPU's at start-up; so the loss and the gradients are the CPU model's bits,
 // and the optimizer kernels (optim_launch.hpp) are the host loop's expressions.
-// A training step (train_step) waits for the device once, at its end.
+// A training step (its stages: model/step_stages.hpp, run by train::run_step)
+// waits for the device once, at its end.
+// It lives in model/, beside the CPU model: it is the model layer over the
+// CUDA kernel set, and backend/ includes nothing from model/ (docs/ARCHITECTURE.md
+// "Layers"). CMake compiles it only in a build with the CUDA backend.
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -27,7 +31,7 @@
 #include "lockstep/model/params.hpp"
 #include "lockstep/model/transformer.hpp"
 #include "lockstep/num/reduce.hpp"
-#include "lockstep/train/optim.hpp"
+#include "lockstep/ops/optim.hpp"
 
 namespace lockstep::model {
 namespace {
@@ -76,7 +80,7 @@ void gate_once() {
   if (!refused.empty()) throw std::runtime_error(refused);
 }
 
-class CudaModel final : public Model {
+class CudaModel final : public Model, public StepStages {
  public:
   explicit CudaModel(const ModelConfig& cfg)
       : cfg_((cfg.validate(), cfg)), specs_(param_specs(cfg)), params_(make_float_params(cfg)),
@@ -127,49 +131,68 @@ class CudaModel final : public Model {
     return loss;
   }
 
-  // The trainer's step with one wait for the device, at its end: the batch
-  // goes over in one asynchronous copy, each micro-batch's mean loss stays on
-  // the device, and the clip and the decision to update (finite loss and
-  // norm) are made there (optim_launch.hpp); then the control block is read.
-  StepStats train_step(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets,
-                       std::int64_t batch, std::int64_t seq, std::int64_t accum, float max_norm,
-                       const train::AdamWScalars& s, int) override {
-    if (accum < 1) throw std::invalid_argument(fmt::format("train_step: accum must be >= 1, got {}", accum));
+  // --- the step's stages (model/step_stages.hpp) on the device ---------------
+  // One wait for the device per step, in finish(): the batch goes over in one
+  // asynchronous copy, each micro-batch's mean loss stays on the device, and
+  // the clip and the decision to update (finite loss and norm) are made there
+  // (optim_launch.hpp); then the control block is read.
+  StepStages* step_stages() override { return this; }
+
+  void stage_batch(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets, std::int64_t batch,
+                   std::int64_t seq, std::int64_t accum, int) override {
+    if (accum < 1) throw std::invalid_argument(fmt::format("step: accum must be >= 1, got {}", accum));
     const auto micro = static_cast<std::size_t>(batch * seq);
     const auto A = static_cast<std::size_t>(accum);
     check_batch(inputs.subspan(0, std::min(inputs.size(), micro)),
                 targets.subspan(0, std::min(targets.size(), micro)), batch, seq);
     if (inputs.size() != micro * A || targets.size() != inputs.size())
-      throw std::invalid_argument(fmt::format("train_step: inputs ({}) and targets ({}) must hold accum*batch*seq = {} tokens",
+      throw std::invalid_argument(fmt::format("step: inputs ({}) and targets ({}) must hold accum*batch*seq = {} tokens",
                                               inputs.size(), targets.size(), micro * A));
     sync_device_values();
+    step_inputs_ = inputs;
+    step_targets_ = targets;
+    step_batch_ = batch;
+    step_seq_ = seq;
     losses_.resize(A);
     kernels_.stage_step(inputs.data(), targets.data(), inputs.size());
+  }
+
+  void micro_batch(std::int64_t a) override {
+    const auto micro = static_cast<std::size_t>(step_batch_ * step_seq_);
+    const auto off = static_cast<std::size_t>(a) * micro;
+    kernels_.defer_loss_to = losses_.data() + a;
     try {
-      for (std::size_t a = 0; a < A; ++a) {
-        kernels_.defer_loss_to = losses_.data() + a;
-        engine_.run(inputs.data() + a * micro, targets.data() + a * micro, static_cast<std::size_t>(batch),
-                    static_cast<std::size_t>(seq), true, a > 0);
-      }
+      engine_.run(step_inputs_.data() + off, step_targets_.data() + off, static_cast<std::size_t>(step_batch_),
+                  static_cast<std::size_t>(step_seq_), true, a > 0);
     } catch (...) {
       kernels_.defer_loss_to = nullptr;
       kernels_.end_stage_step();
       throw;
     }
     kernels_.defer_loss_to = nullptr;
-    kernels_.end_stage_step();
     device_grads_ = true;
     host_grads_ = false;
-    const auto c = update(A > 1 ? 1.0f / static_cast<float>(A) : 1.0f, max_norm, s, losses_.data(), A);
-    StepStats r{c[launch::kLoss], c[launch::kNorm]};
-    if (c[launch::kUpdate] == 0.0f) {
-      if (!std::isfinite(r.loss)) {
-        r.norm = std::numeric_limits<float>::quiet_NaN();
-        return r;  // the trainer refuses the step, naming the loss
-      }
-      refuse_non_finite_norm(r.norm);
-    }
-    return r;
+  }
+
+  TensorTable gradients() override { return device_table(true); }
+  TensorTable weights() override { return device_table(false); }
+
+  void update(float max_norm, const ops::AdamWScalars& s) override {
+    kernels_.end_stage_step();
+    launch_update(ops::accum_grad_scale(losses_.size()), max_norm, s, losses_.data(), losses_.size());
+  }
+
+  ops::StepDecision finish() override {
+    std::array<float, launch::kControlSize> c{};
+    control_.download(c.data());  // waits for the whole step
+    host_values_ = host_grads_ = false;
+    ops::StepDecision d;
+    d.loss = c[launch::kLoss];
+    d.norm = c[launch::kNorm];
+    d.clip = c[launch::kClip];
+    d.update = c[launch::kUpdate] != 0.0f;
+    if (!d.update && !std::isfinite(d.loss)) d.norm = std::numeric_limits<float>::quiet_NaN();
+    return d;
   }
 
   float loss(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets, std::int64_t batch,
@@ -201,8 +224,6 @@ class CudaModel final : public Model {
   }
 
   // --- the optimizer on the device -------------------------------------------
-  bool owns_optimizer() const override { return true; }
-
   void set_moments(const std::vector<std::vector<float>>& m, const std::vector<std::vector<float>>& v) override {
     if (m.size() != params_.size() || v.size() != params_.size())
       throw std::invalid_argument("set_moments: one moment vector per parameter expected");
@@ -223,35 +244,33 @@ class CudaModel final : public Model {
     }
   }
 
-  float optimizer_step(float grad_scale, float max_norm, const train::AdamWScalars& s) override {
-    sync_device_values();
-    if (!device_grads_) upload_grads();
-    const auto c = update(grad_scale, max_norm, s, nullptr, 0);
-    if (c[launch::kUpdate] == 0.0f) refuse_non_finite_norm(c[launch::kNorm]);
-    return c[launch::kNorm];
-  }
-
  private:
   // The trainer's host loop (trainer.cpp, optim.cpp) on the device, step for
   // step: grads *= grad_scale, per-tensor sums of squares, their canonical
   // sum, sqrt, the clip scale, AdamW with the clip applied in place — all
   // skipped by the kernels themselves when the loss or the norm is not
-  // finite. Then the control block is read back: the one wait of a step.
-  std::array<float, launch::kControlSize> update(float grad_scale, float max_norm, const train::AdamWScalars& s,
-                                                 const float* losses, std::size_t accum) {
+  // finite. Nothing waits: finish() reads the control block.
+  void launch_update(float grad_scale, float max_norm, const ops::AdamWScalars& s, const float* losses,
+                     std::size_t accum) {
     if (grad_scale != 1.0f) launch::scale_all(table_.data(), table_count_, max_n_, grad_scale);
     launch::grad_norms(table_.data(), table_count_, total_chunks_, partials_.data(), norms_.data());
     launch::step_control(norms_.data(), table_count_, losses, accum, max_norm, control_.data());
     launch::adamw_all(table_.data(), table_count_, max_n_, control_.data(), s);
-    std::array<float, launch::kControlSize> c{};
-    control_.download(c.data());  // waits for the whole step
-    host_values_ = host_grads_ = false;
-    return c;
+  }
+
+  TensorTable device_table(bool grads) {
+    TensorTable t;
+    t.on_device = true;
+    for (std::size_t i = 0; i < params_.size(); ++i)
+      if (params_[i].trainable)
+        t.tensors.push_back({&params_[i].name, grads ? dparams_[i].grad.data() : dparams_[i].value.data(),
+                             dparams_[i].value.size()});
+    return t;
   }
 
   // No update was made and the norm is not finite: name the tensor as
   // train::clip_grad_norm does (the first non-finite gradient in slot order).
-  [[noreturn]] void refuse_non_finite_norm(float norm) {
+  [[noreturn]] void refuse_non_finite_gradient(float norm) override {
     const std::vector<float> per_tensor = norms_.download();
     for (std::size_t k = 0; k < per_tensor.size(); ++k)
       if (!std::isfinite(per_tensor[k])) {
@@ -293,6 +312,7 @@ class CudaModel final : public Model {
 
   void sync_device_values() {
     if (device_values_) return;
+    require_f32_params(params_, "the CUDA model");  // its kernels read f32 values only: others are refused
     for (std::size_t i = 0; i < params_.size(); ++i) dparams_[i].value.upload(params_[i].value);
     device_values_ = true;
   }
@@ -320,6 +340,9 @@ class CudaModel final : public Model {
   std::vector<std::size_t> slots_;  // table row -> parameter index
   std::size_t table_count_ = 0, total_chunks_ = 0, max_n_ = 0;
   cuda::DeviceBuffer<float> norms_, partials_, control_, losses_;
+  // The staged step's batch (stage_batch .. finish).
+  std::span<const std::int32_t> step_inputs_, step_targets_;
+  std::int64_t step_batch_ = 0, step_seq_ = 0;
   cuda::OpKernels kernels_;
   Engine<float, cuda::OpKernels, DeviceParam> engine_;
   // Where the newest values and gradients are.

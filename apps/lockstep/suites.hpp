@@ -1,10 +1,22 @@
 // The one list of verification suites. `lockstep verify` runs them in this
 // order; `lockstep verify NAME...` runs the named ones.
-#include "lockstep/verify/suites.hpp"
+//
+// The list lives here, at the top, because it names every module's suite:
+// each module declares its entry point in its own folder (num/suites.hpp,
+// ops/suites.hpp) on top of verify/report.hpp (Table, Options, Suite), and
+// nothing below the CLI has to know the modules above it (docs/ARCHITECTURE.md
+// "Layers").
+#pragma once
+
+#include <vector>
+
+#include "lockstep/num/suites.hpp"
+#include "lockstep/ops/suites.hpp"
+#include "lockstep/verify/report.hpp"
 
 namespace lockstep::verify {
 
-const std::vector<Suite>& suites() {
+inline const std::vector<Suite>& suites() {
   static const std::vector<Suite> all = {
       {"ieee", "IEEE-754 binary32 oracle vs CPU and MPFR; elementary functions' ulp error",
        [](const Options& o) {

@@ -1,8 +1,7 @@
-// Entry points of the verification suites, one per module. Each module
-// implements its own in its folder; suites.cpp lists them once.
+// The verification suites of the numeric contract (`lockstep verify ieee` and
+// `lockstep verify reduce`); the CLI's list of suites (apps/lockstep/suites.hpp)
+// names them.
 #pragma once
-
-#include <vector>
 
 #include "lockstep/verify/report.hpp"
 
@@ -17,9 +16,3 @@ verify::Table verify_elementary(const verify::Options& opt);
 // reference; hashing and RNG known answers (src/lockstep/num/reduce_verify.cpp).
 verify::Table verify_reductions(const verify::Options& opt);
 }  // namespace lockstep::num
-
-namespace lockstep::ops {
-// Every op's backward against finite differences, float vs double, algebraic
-// identities, and the mutants the checker must reject (src/lockstep/ops/ops_verify.cpp).
-std::vector<verify::Table> verify_ops(const verify::Options& opt);
-}  // namespace lockstep::ops
