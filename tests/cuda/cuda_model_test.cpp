@@ -28,6 +28,7 @@
 #include "lockstep/train/run.hpp"
 
 #include "../common/sample_text.hpp"
+#include "../common/tokens.hpp"
 #include "audit_problems.hpp"
 
 namespace fs = std::filesystem;
@@ -35,12 +36,7 @@ using namespace lockstep;
 
 namespace {
 
-std::vector<std::int32_t> tokens(std::size_t n, std::int64_t vocab, std::uint64_t stream) {
-  std::vector<std::int32_t> t(n);
-  for (std::size_t i = 0; i < n; ++i)
-    t[i] = static_cast<std::int32_t>(num::rng::bits32(42, stream, i) % static_cast<std::uint32_t>(vocab));
-  return t;
-}
+using test::tokens;
 
 std::uint32_t bits(float f) {
   std::uint32_t u;

@@ -12,9 +12,15 @@
 // cases whose products all take 16-byte loads and on those that take scalar
 // loads, and on the gate cases the rule itself sends to a tiled kernel; the
 // launch counts (gemm_tile_launches) show which kernel ran.
+//
+// The optimizer mutants (AdamW's decay flag ignored, the clip's epsilon
+// dropped, the clip applied above 1) are rejected by the optimizer's cases
+// (gate_train.cpp) and by no op gate.
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -32,7 +38,8 @@ const std::vector<Mutant>& all_mutants() {
   static const std::vector<Mutant> m = {
       Mutant::gemm_assign_not_accumulate, Mutant::gemm_no_bounds_guard,       Mutant::gemm_skip_last_column,
       Mutant::gemm_missing_barrier,       Mutant::attention_drop_scale,       Mutant::residual_flush_negative_zero,
-      Mutant::layernorm_fused_mul_add,
+      Mutant::layernorm_fused_mul_add,    Mutant::adamw_decay_every_tensor,   Mutant::clip_without_epsilon,
+      Mutant::clip_scales_up,
   };
   return m;
 }
@@ -47,6 +54,9 @@ std::vector<lc::gate::Case> family_cases(Mutant m) {
     case Mutant::attention_drop_scale: return lc::gate::cases_of({"attention"});
     case Mutant::residual_flush_negative_zero: return lc::gate::cases_of({"residual"});
     case Mutant::layernorm_fused_mul_add: return lc::gate::cases_of({"layernorm"});
+    case Mutant::adamw_decay_every_tensor:
+    case Mutant::clip_without_epsilon:
+    case Mutant::clip_scales_up: return lc::gate::train_cases();
     case Mutant::none: return lc::gate::all_cases();
   }
   return {};
@@ -61,7 +71,7 @@ struct ScopedMutant {
 // Every enumerator appears exactly once above (a new one must be added here:
 // the switch in family_cases has no default, so -Wswitch names it).
 TEST(CudaGateMutants, ListCoversTheEnum) {
-  EXPECT_EQ(all_mutants().size(), static_cast<std::size_t>(Mutant::layernorm_fused_mul_add));
+  EXPECT_EQ(all_mutants().size(), static_cast<std::size_t>(Mutant::clip_scales_up));
 }
 
 TEST(CudaGateMutants, CleanKernelsPassEveryGate) {
@@ -107,6 +117,69 @@ TEST_P(CudaGateMutant, IsRejectedByAGate) {
   const auto after = lc::gate::run_gates(cases, clean_only);
   for (const auto& o : after) EXPECT_EQ(o.difference, "") << "after the mutant: " << o.kernel << " on " << o.shape;
 }
+
+// --- The optimizer mutants ---------------------------------------------------
+
+// Issue 10: a planted AdamW bug and a planted clip bug passed every start-up
+// gate, because no gate ran the optimizer's kernels. Now the optimizer's own
+// cases (gate_train.cpp) reject each, while the op gates still cannot see
+// them (so it is those cases that do the work, and each mutant is reached).
+class CudaOptimizerMutant : public ::testing::TestWithParam<Mutant> {};
+
+TEST_P(CudaOptimizerMutant, IsRejectedByTheOptimizerGatesOnly) {
+  std::string why;
+  if (!lc::available(&why)) GTEST_SKIP() << why;
+  const Mutant m = GetParam();
+  const auto train = lc::gate::train_cases();
+  std::set<std::string> train_kernels;
+  for (const auto& c : train) train_kernels.insert(c.kernel);
+  std::vector<lc::gate::Case> op_cases;  // every other case of all_cases(): the ops' gates
+  for (auto& c : lc::gate::all_cases())
+    if (train_kernels.count(c.kernel) == 0) op_cases.push_back(std::move(c));
+  ASSERT_FALSE(op_cases.empty());
+  lc::gate::Options clean_only;
+  clean_only.dirty_pass = false;
+  std::vector<lc::gate::Outcome> on_ops, on_train;
+  {
+    ScopedMutant on(m);
+    on_ops = lc::gate::run_gates(op_cases, clean_only);
+    on_train = lc::gate::run_gates(train, {});
+  }
+  for (const auto& o : on_ops)
+    EXPECT_EQ(o.difference, "") << "an op gate saw the optimizer mutant: " << o.kernel << " on " << o.shape;
+  std::map<std::string, std::size_t> by_kernel;
+  std::size_t rejected = 0;
+  const lc::gate::Outcome* first = nullptr;
+  for (const auto& o : on_train)
+    if (!o.difference.empty()) {
+      ++rejected;
+      ++by_kernel[o.kernel];
+      if (first == nullptr) first = &o;
+    }
+  ASSERT_NE(first, nullptr) << "mutant '" << lc::mutant_name(m) << "' passed every optimizer gate ("
+                            << on_train.size() << " outcomes)";
+  std::string kernels;
+  for (const auto& [k, n] : by_kernel) kernels += (kernels.empty() ? "" : ", ") + k + " " + std::to_string(n);
+  std::printf("mutant '%s': passes all %zu op gate cases; rejected by %zu of %zu optimizer gate outcomes (%s); "
+              "first: %s on %s%s: %s\n",
+              std::string(lc::mutant_name(m)).c_str(), on_ops.size(), rejected, on_train.size(), kernels.c_str(),
+              first->kernel.c_str(), first->shape.c_str(), first->poisoned ? " (dirty pass)" : "",
+              first->difference.c_str());
+  const auto after = lc::gate::run_gates(train, clean_only);
+  for (const auto& o : after) EXPECT_EQ(o.difference, "") << "after the mutant: " << o.kernel << " on " << o.shape;
+}
+
+INSTANTIATE_TEST_SUITE_P(OptimizerMutants, CudaOptimizerMutant,
+                         ::testing::Values(Mutant::adamw_decay_every_tensor, Mutant::clip_without_epsilon,
+                                           Mutant::clip_scales_up),
+                         [](const ::testing::TestParamInfo<Mutant>& p) {
+                           switch (p.param) {
+                             case Mutant::adamw_decay_every_tensor: return std::string("adamw_decay_every_tensor");
+                             case Mutant::clip_without_epsilon: return std::string("clip_without_epsilon");
+                             case Mutant::clip_scales_up: return std::string("clip_scales_up");
+                             default: return std::string("other");
+                           }
+                         });
 
 // --- The gemm mutants in the tiled kernels ----------------------------------
 
@@ -299,6 +372,9 @@ INSTANTIATE_TEST_SUITE_P(AllMutants, CudaGateMutant, ::testing::ValuesIn(all_mut
                              case Mutant::residual_flush_negative_zero:
                                return std::string("residual_flush_negative_zero");
                              case Mutant::layernorm_fused_mul_add: return std::string("layernorm_fused_mul_add");
+                             case Mutant::adamw_decay_every_tensor: return std::string("adamw_decay_every_tensor");
+                             case Mutant::clip_without_epsilon: return std::string("clip_without_epsilon");
+                             case Mutant::clip_scales_up: return std::string("clip_scales_up");
                            }
                            return std::string("unknown");
                          });

@@ -1,7 +1,9 @@
 // make_cuda_model: the float engine (model/transformer.hpp) over the CUDA
-// kernel set. The parameters, their gradients and the AdamW moments live on the
-// device; the trainer's view (Model::params(), read by checkpoints, generation
-// and tests) is synced lazily in either direction. The engine, its glue and its
+// kernel set: the one model over a kernel set (kernel_model.hpp), the CPU
+// model's code, with DeviceStorage below as where its parameters live. The
+// parameters, their gradients and the AdamW moments live on the device; the
+// trainer's view (Model::params(), read by checkpoints, generation and tests)
+// is synced lazily in either direction. The engine, its glue and its
 // order of kernel calls are the CPU model's; every kernel is gated against the
 // CPU's at start-up; so the loss and the gradients are the CPU model's bits,
 // and the optimizer kernels (optim_launch.hpp) are the host loop's expressions.
@@ -27,9 +29,9 @@
 #include "lockstep/backend/cuda/ops.hpp"
 #include "lockstep/backend/cuda/optim_launch.hpp"
 #include "lockstep/backend/cuda/probe.hpp"
+#include "lockstep/model/kernel_model.hpp"
 #include "lockstep/model/model.hpp"
 #include "lockstep/model/params.hpp"
-#include "lockstep/model/transformer.hpp"
 #include "lockstep/num/reduce.hpp"
 #include "lockstep/ops/optim.hpp"
 
@@ -60,6 +62,72 @@ std::vector<DeviceParam> device_params(const std::vector<Param>& host) {
   return d;
 }
 
+// The CUDA model's storage (kernel_model.hpp's Storage): every parameter's
+// value and gradient on the device, the host view synced lazily — brought up
+// to date when read, and uploaded before the next pass after a host write.
+class DeviceStorage {
+ public:
+  using EngineParam = DeviceParam;
+  static constexpr const char* kName = "the CUDA model";
+  explicit DeviceStorage(std::vector<Param>& host) : host_(host), device_(device_params(host)) {}
+  std::vector<DeviceParam>& engine_params() { return device_; }
+  void host_view_read() const { sync_host(); }
+  // After non-const access the caller may have written the host view, so the
+  // device copy is refreshed before its next use.
+  void host_view_write() {
+    sync_host();
+    device_values_ = device_grads_ = false;
+  }
+  void host_written() {
+    host_values_ = host_grads_ = true;
+    device_values_ = device_grads_ = false;
+  }
+  void before_pass(bool accumulate) {
+    sync_device_values();
+    if (accumulate && !device_grads_) upload_grads();
+  }
+  void after_pass(bool wrote_grads, const char* what) {
+    cuda::synchronize(what);
+    if (wrote_grads) device_wrote(true, false);
+  }
+  // The device holds newer gradients (and values) than the host view.
+  void device_wrote(bool grads, bool values) {
+    if (grads) {
+      device_grads_ = true;
+      host_grads_ = false;
+    }
+    if (values) host_values_ = false;
+  }
+  void sync_device_values() {
+    if (device_values_) return;
+    for (std::size_t i = 0; i < host_.size(); ++i) device_[i].value.upload(host_[i].value);
+    device_values_ = true;
+  }
+
+ private:
+  void upload_grads() {
+    for (std::size_t i = 0; i < host_.size(); ++i)
+      if (host_[i].trainable) device_[i].grad.upload(host_[i].grad);
+  }
+  void sync_host() const {
+    if (!host_values_) {
+      for (std::size_t i = 0; i < host_.size(); ++i) device_[i].value.download(host_[i].value.data());
+      host_values_ = true;
+    }
+    if (!host_grads_) {
+      for (std::size_t i = 0; i < host_.size(); ++i)
+        if (host_[i].trainable) device_[i].grad.download(host_[i].grad.data());
+      host_grads_ = true;
+    }
+  }
+
+  std::vector<Param>& host_;
+  std::vector<DeviceParam> device_;
+  // Where the newest values and gradients are.
+  mutable bool host_values_ = true, host_grads_ = true;
+  bool device_values_ = false, device_grads_ = false;
+};
+
 // The start-up gates, once per process; what they proved, for report().
 std::string g_gates_passed;
 void gate_once() {
@@ -80,11 +148,9 @@ void gate_once() {
   if (!refused.empty()) throw std::runtime_error(refused);
 }
 
-class CudaModel final : public Model, public StepStages {
+class CudaModel final : public KernelModel<cuda::OpKernels, DeviceStorage>, public StepStages {
  public:
-  explicit CudaModel(const ModelConfig& cfg)
-      : cfg_((cfg.validate(), cfg)), specs_(param_specs(cfg)), params_(make_float_params(cfg)),
-        dparams_(device_params(params_)), engine_(cfg_, dparams_, kernels_) {
+  explicit CudaModel(const ModelConfig& cfg) : KernelModel(cfg), dparams_(storage_.engine_params()) {
     m_.resize(params_.size());
     v_.resize(params_.size());
     for (std::size_t i = 0; i < params_.size(); ++i)
@@ -93,42 +159,6 @@ class CudaModel final : public Model, public StepStages {
         v_[i].assign(params_[i].value.size(), 0.0f);
       }
     build_table();
-  }
-
-  const ModelConfig& config() const override { return cfg_; }
-  void set_recompute(bool recompute) override { engine_.recompute_blocks = recompute; }
-  // The host view is brought up to date first; after non-const access the
-  // caller may have written it, so the device copy is refreshed before use.
-  std::vector<Param>& params() override {
-    sync_host();
-    device_values_ = device_grads_ = false;
-    return params_;
-  }
-  const std::vector<Param>& params() const override {
-    sync_host();
-    return params_;
-  }
-
-  void init(std::uint64_t seed) override {
-    for (std::size_t i = 0; i < params_.size(); ++i) {
-      init_param(specs_[i], params_[i].value.data(), params_[i].value.size(), seed, 0);
-      std::fill(params_[i].grad.begin(), params_[i].grad.end(), 0.0f);
-    }
-    host_values_ = host_grads_ = true;
-    device_values_ = device_grads_ = false;
-  }
-
-  float forward_backward(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets,
-                         std::int64_t batch, std::int64_t seq, bool accumulate, int) override {
-    check_batch(inputs, targets, batch, seq);
-    sync_device_values();
-    if (accumulate && !device_grads_) upload_grads();
-    const float loss = engine_.run(inputs.data(), targets.data(), static_cast<std::size_t>(batch),
-                                   static_cast<std::size_t>(seq), true, accumulate);
-    cuda::synchronize("training step");
-    device_grads_ = true;
-    host_grads_ = false;
-    return loss;
   }
 
   // --- the step's stages (model/step_stages.hpp) on the device ---------------
@@ -148,7 +178,8 @@ class CudaModel final : public Model, public StepStages {
     if (inputs.size() != micro * A || targets.size() != inputs.size())
       throw std::invalid_argument(fmt::format("step: inputs ({}) and targets ({}) must hold accum*batch*seq = {} tokens",
                                               inputs.size(), targets.size(), micro * A));
-    sync_device_values();
+    require_runnable_params();
+    storage_.sync_device_values();
     step_inputs_ = inputs;
     step_targets_ = targets;
     step_batch_ = batch;
@@ -170,8 +201,7 @@ class CudaModel final : public Model, public StepStages {
       throw;
     }
     kernels_.defer_loss_to = nullptr;
-    device_grads_ = true;
-    host_grads_ = false;
+    storage_.device_wrote(true, false);
   }
 
   TensorTable gradients() override { return device_table(true); }
@@ -185,7 +215,7 @@ class CudaModel final : public Model, public StepStages {
   ops::StepDecision finish() override {
     std::array<float, launch::kControlSize> c{};
     control_.download(c.data());  // waits for the whole step
-    host_values_ = host_grads_ = false;
+    storage_.device_wrote(true, true);
     ops::StepDecision d;
     d.loss = c[launch::kLoss];
     d.norm = c[launch::kNorm];
@@ -195,16 +225,6 @@ class CudaModel final : public Model, public StepStages {
     return d;
   }
 
-  float loss(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets, std::int64_t batch,
-             std::int64_t seq, int) override {
-    check_batch(inputs, targets, batch, seq);
-    sync_device_values();
-    const float l = engine_.run(inputs.data(), targets.data(), static_cast<std::size_t>(batch),
-                                static_cast<std::size_t>(seq), false, false);
-    cuda::synchronize("loss");
-    return l;
-  }
-
   std::string report() const override {
     const cuda::audit::Stats s = cuda::audit::stats();
     const std::string gates = g_gates_passed.empty() ? "" : g_gates_passed + "\n";
@@ -212,15 +232,6 @@ class CudaModel final : public Model, public StepStages {
     return gates + fmt::format("audits: {} launches, {} cells recomputed on the CPU, {} mismatches, {:.2f} s spent "
                                "auditing",
                                s.launches, s.cells, s.mismatches, s.seconds);
-  }
-
-  std::vector<float> next_logits(std::span<const std::int32_t> tokens, int) override {
-    if (tokens.empty()) throw std::invalid_argument("next_logits: no tokens");
-    const auto keep = std::min<std::size_t>(tokens.size(), static_cast<std::size_t>(cfg_.max_seq));
-    sync_device_values();
-    auto out = engine_.last_logits(tokens.data() + (tokens.size() - keep), keep);
-    cuda::synchronize("next_logits");
-    return out;
   }
 
   // --- the optimizer on the device -------------------------------------------
@@ -305,34 +316,7 @@ class CudaModel final : public Model, public StepStages {
     control_.resize(launch::kControlSize);
   }
 
-  void upload_grads() {
-    for (std::size_t i = 0; i < params_.size(); ++i)
-      if (params_[i].trainable) dparams_[i].grad.upload(params_[i].grad);
-  }
-
-  void sync_device_values() {
-    if (device_values_) return;
-    require_f32_params(params_, "the CUDA model");  // its kernels read f32 values only: others are refused
-    for (std::size_t i = 0; i < params_.size(); ++i) dparams_[i].value.upload(params_[i].value);
-    device_values_ = true;
-  }
-  void sync_host() const {
-    if (!host_values_) {
-      for (std::size_t i = 0; i < params_.size(); ++i) dparams_[i].value.download(params_[i].value.data());
-      host_values_ = true;
-    }
-    if (!host_grads_) {
-      for (std::size_t i = 0; i < params_.size(); ++i)
-        if (params_[i].trainable) dparams_[i].grad.download(params_[i].grad.data());
-      host_grads_ = true;
-    }
-  }
-
-
-  ModelConfig cfg_;
-  std::vector<ParamSpec> specs_;
-  mutable std::vector<Param> params_;  // the host view (synced lazily from the device)
-  std::vector<DeviceParam> dparams_;
+  std::vector<DeviceParam>& dparams_;  // storage_'s device parameters
   std::vector<cuda::DeviceBuffer<float>> m_, v_;  // AdamW moments (empty for frozen parameters)
   // The optimizer's device state: the tensor table, the per-tensor sums of
   // squares and their chunk partials, the control block, the micro-batch losses.
@@ -343,11 +327,6 @@ class CudaModel final : public Model, public StepStages {
   // The staged step's batch (stage_batch .. finish).
   std::span<const std::int32_t> step_inputs_, step_targets_;
   std::int64_t step_batch_ = 0, step_seq_ = 0;
-  cuda::OpKernels kernels_;
-  Engine<float, cuda::OpKernels, DeviceParam> engine_;
-  // Where the newest values and gradients are.
-  mutable bool host_values_ = true, host_grads_ = true;
-  bool device_values_ = false, device_grads_ = false;
 };
 
 }  // namespace

@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "lockstep/num/elementary.hpp"  // HwArith
 #include "lockstep/num/fp.hpp"
 #include "lockstep/num/reduce.hpp"
 #if !defined(__CUDA_ARCH__)
@@ -31,47 +32,17 @@
 
 namespace lockstep::ops {
 
-// The correctly rounded operations of the step, spelled as the device
-// intrinsics (the kernels' instructions are the ones they always had: add.rn,
-// mul.rn, div.rn, sqrt.rn); on the host, with -ffp-contract=off, the plain
-// operators round the same way.
-namespace optim_fp {
-LOCKSTEP_HD inline float add(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-LOCKSTEP_HD inline float mul(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-LOCKSTEP_HD inline float div(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fdiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
-LOCKSTEP_HD inline float sqrt(float a) {
-#if defined(__CUDA_ARCH__)
-  return __fsqrt_rn(a);
-#else
-  return std::sqrt(a);
-#endif
-}
-LOCKSTEP_HD inline bool finite(float a) {
+// The correctly rounded operations of the step: num::HwArith, spelled on the
+// device as the intrinsics the kernels always had (add.rn, mul.rn, div.rn,
+// sqrt.rn), on the host as the operators (-ffp-contract=off: one rounding each).
+using Fp = num::HwArith;
+LOCKSTEP_HD inline bool is_finite(float a) {
 #if defined(__CUDA_ARCH__)
   return isfinite(a);
 #else
   return std::isfinite(a);
 #endif
 }
-}  // namespace optim_fp
 
 // The per-step scalars of the update (computed once on the host by
 // train::adamw_scalars, identical everywhere).
@@ -101,7 +72,7 @@ LOCKSTEP_HD inline void adamw_element(float& p, float g, float& m, float& v, con
 LOCKSTEP_HD inline float accum_grad_scale(std::size_t accum) {
   return accum > 1 ? 1.0f / static_cast<float>(accum) : 1.0f;
 }
-LOCKSTEP_HD inline float scale_grad(float g, float grad_scale) { return optim_fp::mul(g, grad_scale); }
+LOCKSTEP_HD inline float scale_grad(float g, float grad_scale) { return Fp::mul(g, grad_scale); }
 
 // Step 2: one tensor's sum of squares (the device computes the same lane
 // tree with a warp per 4096-chunk: backend/cuda/canonical_warp.cuh).
@@ -110,7 +81,7 @@ LOCKSTEP_HD inline float tensor_sumsq(const float* grad, std::size_t n) { return
 LOCKSTEP_HD inline float sumsq_step(float acc, float g) { return num::fma_rn(g, g, acc); }
 
 // Step 3: the global L2 norm from the canonical sum of the per-tensor sums.
-LOCKSTEP_HD inline float norm_of_total(float total) { return optim_fp::sqrt(total); }
+LOCKSTEP_HD inline float norm_of_total(float total) { return Fp::sqrt(total); }
 inline float global_norm(const float* per_tensor_sumsq, std::size_t count) {
   return norm_of_total(num::reduce::sum(per_tensor_sumsq, count));
 }
@@ -118,23 +89,23 @@ inline float global_norm(const float* per_tensor_sumsq, std::size_t count) {
 // Step 4: the step's loss from its micro-batch means, in order.
 LOCKSTEP_HD inline float step_loss(const float* losses, std::size_t accum) {
   float loss = 0.0f;
-  for (std::size_t a = 0; a < accum; ++a) loss = optim_fp::add(loss, losses[a]);
-  if (accum > 1) loss = optim_fp::div(loss, static_cast<float>(accum));
+  for (std::size_t a = 0; a < accum; ++a) loss = Fp::add(loss, losses[a]);
+  if (accum > 1) loss = Fp::div(loss, static_cast<float>(accum));
   return loss;
 }
 
 // Step 5: a step updates only when its loss and its norm are finite.
 LOCKSTEP_HD inline bool step_updates(float loss, float norm) {
-  return optim_fp::finite(loss) && optim_fp::finite(norm);
+  return is_finite(loss) && is_finite(norm);
 }
 
 // Step 6: the clip scale as PyTorch's clip_grad_norm_ (max_norm ≤ 0: off),
 // and whether it changes the gradients (only a scale below 1 does).
 LOCKSTEP_HD inline float clip_scale(float max_norm, float norm) {
-  return max_norm > 0.0f ? optim_fp::div(max_norm, optim_fp::add(norm, 1e-6f)) : 1.0f;
+  return max_norm > 0.0f ? Fp::div(max_norm, Fp::add(norm, 1e-6f)) : 1.0f;
 }
 LOCKSTEP_HD inline bool clips(float clip) { return clip < 1.0f; }
-LOCKSTEP_HD inline float clip_grad(float g, float clip) { return optim_fp::mul(g, clip); }
+LOCKSTEP_HD inline float clip_grad(float g, float clip) { return Fp::mul(g, clip); }
 
 // Step 7 on one element: the clip applied in place, then AdamW. (The test is
 // clips(clip) written out: through the bool function nvcc lays the kernel's

@@ -41,6 +41,7 @@
 
 #include "lockstep/backend/cuda/device.hpp"
 #include "lockstep/backend/cuda/mutant.hpp"
+#include "lockstep/backend/cuda/trace_launch.hpp"
 #include "lockstep/num/elementary.hpp"
 #include "lockstep/num/fp.hpp"
 #include "lockstep/num/reduce.hpp"
@@ -1091,6 +1092,13 @@ Args args_of(const AttentionShape& s) {
 
 unsigned blocks_for(i64 n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
 
+// The launch trace's name of a tiled path (trace.hpp): the kernel, its head
+// chunking DC (head_dim <= 16·DC) and its row loads.
+const char* tiled_path(const char* kernel, int dc, bool v4) {
+  const char* dh = dc == 1 ? "16" : dc == 2 ? "32" : dc == 4 ? "64" : "128";
+  return trace::compose(kernel, " (head_dim <= ", dh, v4 ? ", float4 rows)" : ", scalar rows)");
+}
+
 // The tiles' global rows can be moved as float4s: Dh and the row strides
 // multiples of 4 floats, the base pointers 16-byte aligned.
 bool rows_v4(const Args& a) {
@@ -1102,6 +1110,9 @@ template <int DC>
 void fwd_tiled(const Args& a) {
   const int bytes = static_cast<int>(fwd_smem_floats(a.Dh) * sizeof(float));
   auto* const kernel = rows_v4(a) ? fwd_tiled_kernel<DC, true> : fwd_tiled_kernel<DC, false>;
+  static const char* const path[2] = {tiled_path("attention_fwd tiled", DC, false),
+                                      tiled_path("attention_fwd tiled", DC, true)};
+  trace::launched(path[rows_v4(a) ? 1 : 0]);
   LS_SET_SMEM(kernel, bytes);
   const dim3 grid(static_cast<unsigned>(a.Hq), static_cast<unsigned>(a.B),
                   static_cast<unsigned>((a.T + kTile - 1) / kTile));
@@ -1117,12 +1128,16 @@ void bwd_tiled_v(Args a, int chunk) {
   if (chunk == 0) {
     auto* const kv_kernel = dkdv_tiled_kernel<DC, V4, false>;
     auto* const q_kernel = dq_tiled_kernel<DC, V4>;
+    static const char* const kv_path = tiled_path("attention_bwd dk dv, recomputing dS", DC, V4);
+    static const char* const q_path = tiled_path("attention_bwd dq, recomputing dS", DC, V4);
     LS_SET_SMEM(kv_kernel, kv_bytes);
+    trace::launched(kv_path);
     LS_LAUNCH(kv_kernel, dim3(static_cast<unsigned>(a.Hkv), static_cast<unsigned>(a.B), tiles), dim3(kThreads),
               kv_bytes, a);
     check_launch("attention_bwd (dk, dv)");
     const int q_bytes = static_cast<int>(dq_smem_floats(a.Dh) * sizeof(float));
     LS_SET_SMEM(q_kernel, q_bytes);
+    trace::launched(q_path);
     LS_LAUNCH(q_kernel, dim3(static_cast<unsigned>(a.Hq), static_cast<unsigned>(a.B), tiles), dim3(kThreads),
               q_bytes, a);
     return;
@@ -1132,11 +1147,18 @@ void bwd_tiled_v(Args a, int chunk) {
   const int q_bytes = static_cast<int>(dq_stored_smem_floats(a.Dh) * sizeof(float));
   LS_SET_SMEM(kv_kernel, kv_bytes);
   LS_SET_SMEM(q_kernel, q_bytes);
+  // A batch beyond the first chunk is its own path: the kernels offset by b0.
+  static const char* const kv_path[2] = {tiled_path("attention_bwd dk dv, storing dS", DC, V4),
+                                         tiled_path("attention_bwd dk dv, storing dS, later chunk", DC, V4)};
+  static const char* const q_path[2] = {tiled_path("attention_bwd dq from stored dS", DC, V4),
+                                        tiled_path("attention_bwd dq from stored dS, later chunk", DC, V4)};
   for (int b0 = 0; b0 < a.B; b0 += chunk) {
     a.b0 = b0;
     const unsigned nb = static_cast<unsigned>(a.B - b0 < chunk ? a.B - b0 : chunk);
+    trace::launched(kv_path[b0 > 0 ? 1 : 0]);
     LS_LAUNCH(kv_kernel, dim3(static_cast<unsigned>(a.Hkv), nb, tiles), dim3(kThreads), kv_bytes, a);
     check_launch("attention_bwd (dk, dv, dS)");
+    trace::launched(q_path[b0 > 0 ? 1 : 0]);
     LS_LAUNCH(q_kernel, dim3(static_cast<unsigned>(a.Hq), nb, tiles), dim3(kThreads), q_bytes, a);
     check_launch("attention_bwd (dq from dS)");
   }
@@ -1175,6 +1197,7 @@ void attention_fwd(const AttentionShape& s, const float* q, const float* k, cons
     else fwd_tiled<8>(a);
   } else {
     const i64 n = static_cast<i64>(a.B) * a.Hq * a.T * a.Dh;
+    trace::launched("attention_fwd cell");
     LS_LAUNCH(fwd_cell_kernel, dim3(blocks_for(n)), dim3(kThreads), 0, a);
   }
   check_launch("attention_fwd");
@@ -1211,9 +1234,11 @@ void attention_bwd(const AttentionShape& s, const float* q, const float* k, cons
     const bool v4 = a.Dh % 4 == 0 && reinterpret_cast<std::uintptr_t>(a.o) % 16 == 0 &&
                     reinterpret_cast<std::uintptr_t>(a.dout) % 16 == 0;
     auto* const dkernel = v4 ? delta_rows_kernel<true> : delta_rows_kernel<false>;
+    trace::launched(v4 ? "attention_bwd D rows (float4)" : "attention_bwd D rows (scalar)");
     LS_SET_SMEM(dkernel, dbytes);
     LS_LAUNCH(dkernel, dim3(static_cast<unsigned>((rows + R - 1) / R)), dim3(kDeltaThreads), dbytes, a);
   } else {
+    trace::launched("attention_bwd D (head_dim > 128)");
     LS_LAUNCH(delta_kernel, dim3(blocks_for(rows)), dim3(kThreads), 0, a);
   }
   check_launch("attention_bwd (D)");
@@ -1228,8 +1253,10 @@ void attention_bwd(const AttentionShape& s, const float* q, const float* k, cons
   } else {
     const i64 nq = static_cast<i64>(a.B) * a.Hq * a.T * a.Dh;
     const i64 nkv = static_cast<i64>(a.B) * a.Hkv * a.T * a.Dh;
+    trace::launched("attention_bwd dk dv cell");
     LS_LAUNCH(dkdv_cell_kernel, dim3(blocks_for(nkv)), dim3(kThreads), 0, a);
     check_launch("attention_bwd (dk, dv)");
+    trace::launched("attention_bwd dq cell");
     LS_LAUNCH(dq_cell_kernel, dim3(blocks_for(nq)), dim3(kThreads), 0, a);
   }
   check_launch("attention_bwd");

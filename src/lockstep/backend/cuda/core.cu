@@ -6,6 +6,7 @@
 
 #include "lockstep/backend/cuda/canonical_warp.cuh"
 #include "lockstep/backend/cuda/device.hpp"
+#include "lockstep/backend/cuda/trace_launch.hpp"
 #include "lockstep/num/reduce.hpp"
 
 namespace lockstep::cuda::launch {
@@ -23,6 +24,7 @@ __global__ void canonical_mean_kernel(const float* x, std::size_t n, float divis
 void canonical_mean(const float* x, std::size_t n, float divisor, float* out) {
   if (n > num::reduce::kChunk * num::reduce::kChunk)
     throw std::invalid_argument("canonical_mean: more than 4096² values");
+  trace::launched("canonical_mean");
   canonical_mean_kernel<<<1, 32>>>(x, n, divisor, out);
   check_launch("canonical_mean");
 }

@@ -18,6 +18,7 @@
 #include "lockstep/backend/cuda/canonical_warp.cuh"
 #include "lockstep/backend/cuda/device.hpp"
 #include "lockstep/backend/cuda/pointwise_launch.hpp"
+#include "lockstep/backend/cuda/trace_launch.hpp"
 
 namespace lockstep::cuda::launch {
 namespace {
@@ -153,6 +154,7 @@ unsigned dim_threads(std::size_t dim) { return dim >= 256 ? 256 : (dim > 64 ? 12
 void embedding_fwd(std::size_t tokens, std::size_t vocab, std::size_t dim, const Index* ids, const float* wte,
                    float* y) {
   if (tokens == 0 || dim == 0) return;
+  trace::launched("embedding_fwd");
   embedding_fwd_kernel<<<rows_grid(tokens), dim_threads(dim)>>>(tokens, vocab, dim, ids, wte, y);
   check_launch("embedding_fwd");
 }
@@ -177,19 +179,24 @@ void embedding_bwd(std::size_t tokens, std::size_t vocab, std::size_t dim, const
   int* first = reinterpret_cast<int*>(base + 4 * tb);
   int* end = reinterpret_cast<int*>(base + 4 * tb + vb);
   void* temp = base + 4 * tb + 2 * vb;
+  trace::launched("embedding_bwd (fill)");
   fill_int_kernel<<<detail::blocks_for(vocab, 256, 4096), 256>>>(vocab, first, -1);
   check_launch("embedding_bwd (fill)");
   if (tokens > 0) {
+    trace::launched("embedding_bwd (keys)");
     embedding_keys_kernel<<<detail::blocks_for(tokens, 256, 4096), 256>>>(tokens, vocab, ids, keys_in, vals_in);
     check_launch("embedding_bwd (keys)");
     std::size_t temp_bytes = cub_bytes(tokens, vocab);
+    trace::launched("embedding_bwd (CUB radix sort)");
     const cudaError_t e = cub::DeviceRadixSort::SortPairs<int, int>(temp, temp_bytes, keys_in, keys, vals_in, vals,
                                                                     static_cast<int>(tokens), 0, key_bits(vocab));
     if (e != cudaSuccess) throw std::runtime_error(std::string("embedding_bwd: sort: ") + cudaGetErrorString(e));
+    trace::launched("embedding_bwd (heads)");
     embedding_heads_kernel<<<detail::blocks_for(tokens, 256, 4096), 256>>>(tokens, vocab, keys, first, end);
     check_launch("embedding_bwd (heads)");
   }
   const unsigned threads = static_cast<unsigned>(dim >= 1024 ? 1024 : (dim + 31) / 32 * 32);
+  trace::launched("embedding_bwd (rows)");
   embedding_rows_kernel<<<rows_grid(vocab), threads>>>(vocab, dim, vals, first, end, dy, dwte);
   check_launch("embedding_bwd (rows)");
 }
@@ -198,6 +205,7 @@ void positions_fwd(std::size_t batch, std::size_t seq, std::size_t dim, std::siz
                    const float* wpe, float* y) {
   const std::size_t rows = batch * seq;
   if (rows == 0 || dim == 0) return;
+  trace::launched("positions_fwd");
   positions_fwd_kernel<<<rows_grid(rows), dim_threads(dim)>>>(rows, seq, dim, offset, x, wpe, y);
   check_launch("positions_fwd");
 }
@@ -206,6 +214,7 @@ void positions_bwd_wpe(std::size_t batch, std::size_t seq, std::size_t dim, std:
                        std::size_t offset, const float* dy, float* dwpe) {
   const std::size_t total = max_seq * dim;
   if (total == 0) return;
+  trace::launched("positions_bwd");
   positions_bwd_kernel<<<detail::blocks_for(total, 256, 132 * 64), 256>>>(batch, seq, dim, max_seq, offset, dy,
                                                                           dwpe);
   check_launch("positions_bwd");

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "lockstep/backend/cuda/device.hpp"
+#include "lockstep/backend/cuda/trace.hpp"
 
 namespace lockstep::cuda::gate {
 
@@ -60,11 +61,13 @@ std::vector<Outcome> run_gates(const std::vector<Case>& cases, const Options& op
       if (!selected(c)) continue;
       Outcome o{c.kernel, c.shape, poisoned, "", 0.0};
       const auto t0 = std::chrono::steady_clock::now();
+      trace::GateCase traced;  // the kernel paths a passing case launched count as gated (trace.hpp)
       try {
         o.difference = c.run(opt.seed * 1000003u + i);
       } catch (const std::exception& e) {
         o.difference = std::string("error: ") + e.what();
       }
+      traced.end(o.difference.empty());
       o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       out.push_back(std::move(o));
     }

@@ -43,7 +43,11 @@ struct Case {
   std::function<std::string(std::uint64_t seed)> run;
 };
 
-// Every case of every op of ops::ModelOps, and of add_into, in one list (gate_driver.cpp).
+// The kernels a training step launches beside the ops' (gate_train.cpp): the
+// optimizer's four, the mean loss, the fill, the audits' gather.
+std::vector<Case> train_cases();
+// Every case in one list: every op of ops::ModelOps and add_into
+// (gate_driver.cpp), then train_cases().
 std::vector<Case> all_cases();
 // The cases of the named ops (Case::op: "linear", "attention", "add_into", ...).
 std::vector<Case> cases_of(std::initializer_list<std::string_view> ops);

@@ -382,6 +382,7 @@ std::vector<Case> all_cases() {
   std::vector<Case> cases;
   add_op_cases(cases, ops::ModelOps{});
   add_into_cases(cases);
+  for (Case& c : train_cases()) cases.push_back(std::move(c));
   return cases;
 }
 

@@ -2,6 +2,7 @@
 #include "lockstep/backend/cuda/gather_launch.hpp"
 
 #include "lockstep/backend/cuda/device.hpp"
+#include "lockstep/backend/cuda/trace_launch.hpp"
 
 namespace lockstep::cuda::launch {
 namespace {
@@ -20,6 +21,7 @@ __global__ void gather_kernel(GatherList list, float* dst) {
 
 void gather(const GatherList& list, float* dst) {
   if (list.n <= 0) return;
+  trace::launched("audit gather");
   gather_kernel<<<dim3(32, static_cast<unsigned>(list.n)), 256>>>(list, dst);
   check_launch("audit gather");
 }

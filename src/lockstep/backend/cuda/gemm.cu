@@ -38,6 +38,7 @@
 #include "lockstep/backend/cuda/gemm_launch.hpp"
 #include "lockstep/backend/cuda/gemm_tile_rule.hpp"
 #include "lockstep/backend/cuda/mutant.hpp"
+#include "lockstep/backend/cuda/trace_launch.hpp"
 #include "lockstep/num/fp.hpp"
 
 namespace lockstep::cuda::launch {
@@ -257,6 +258,8 @@ void launch_one(int I, int J, int K, const float* A, std::size_t lda, const floa
                 std::size_t ldc, const Epi& epi) {
   constexpr int BM = Cfg<S>::BM;
   const dim3 grid(static_cast<unsigned>((J + BM - 1) / BM), static_cast<unsigned>((I + BM - 1) / BM));
+  static const char* const path = detail::gemm_path(S, AKC, BKC, VA, VB, MUT != kClean);
+  trace::launched(path);
   gemm_kernel<S, AKC, BKC, VA, VB, MUT><<<grid, kThreads>>>(I, J, K, A, lda, B, ldb, C, ldc, epi);
 }
 
@@ -444,6 +447,15 @@ void gemm_dytx(std::size_t N, std::size_t M, std::size_t K, const float* dY, con
   gemm(M, K, N, dY, 1, M, X, K, 1, dW, K);
 }
 
+namespace detail {
+const char* gemm_path(int tile, bool akc, bool bkc, bool va, bool vb, bool mutant) {
+  static const char* const digits[] = {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"};
+  return trace::compose("gemm tile ", digits[tile >= 0 && tile <= 9 ? tile : 0], " [A ", akc ? "k" : "i", "-major ",
+                        va ? "16B" : "4B", ", B ", bkc ? "k" : "j", "-major ", vb ? "16B" : "4B", "]",
+                        mutant ? " (mutant)" : "");
+}
+}  // namespace detail
+
 void gemm_tile_override(int tile) { g_tile_override = tile; }
 long gemm_tile_launches(int tile) { return tile >= 1 && tile <= kGemmTiles ? g_tile_launches[tile] : 0; }
 void gemm_tile_launches_reset() {
@@ -453,6 +465,7 @@ void gemm_tile_launches_reset() {
 void column_sums(const float* a, std::size_t N, std::size_t D, float* out) {
   if (D == 0) return;
   const int n = checked_int(N, "N"), d = checked_int(D, "D");
+  trace::launched("column_sums");
   column_sums_kernel<<<static_cast<unsigned>((d + 31) / 32), 256>>>(a, n, d, out);
   check_launch("column_sums");
 }

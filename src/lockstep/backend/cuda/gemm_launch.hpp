@@ -85,6 +85,11 @@ enum Mut : int { kClean = 0, kAssign, kNoGuard, kSkipLast, kNoBarrier };
 // As gemm_tiled, with the bug `mut` (not kClean) planted in the kernel
 // (gemm_tiled_mutant.cu; only while a gemm mutant is active).
 bool gemm_tiled_mutant(int cfg, const TiledArgs& args, int mut);
+// The launch trace's name of a GEMM kernel path (trace.hpp; interned, valid
+// for the process): the tile, each operand's contiguous index (A(i,k) along k
+// or i, B(k,j) along k or j) and load width: "gemm tile 6 [A i-major 16B, B
+// j-major 16B]".
+const char* gemm_path(int tile, bool akc, bool bkc, bool va, bool vb, bool mutant);
 }  // namespace detail
 
 // --- BitLinear quantizers (quant.cu; ops/quant.hpp, cpu ops.cpp) ------------

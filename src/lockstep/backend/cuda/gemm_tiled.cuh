@@ -51,6 +51,7 @@
 
 #include "lockstep/backend/cuda/gemm_epilogue.cuh"
 #include "lockstep/backend/cuda/gemm_launch.hpp"
+#include "lockstep/backend/cuda/trace_launch.hpp"
 
 namespace lockstep::cuda::launch::detail {
 namespace {
@@ -272,12 +273,15 @@ __global__ void __launch_bounds__(kThreads, C::MINB)
 }
 
 template <class C, bool AKC, bool BKC, bool MUTABLE>
-bool launch_cfg(const TiledArgs& g, int mut) {
+bool launch_cfg(int cfg, const TiledArgs& g, int mut) {
   const unsigned gx = static_cast<unsigned>((g.J + C::BN - 1) / C::BN);
   const unsigned gy = static_cast<unsigned>((g.I + C::BM - 1) / C::BM);
   if (gy > 65535u) return false;
   const dim3 grid(gx, gy);
   const Epi epi{g.bias, g.row_scale, g.scale};
+  static const char* const path[2] = {gemm_path(cfg, AKC, BKC, false, false, MUTABLE),
+                                      gemm_path(cfg, AKC, BKC, true, true, MUTABLE)};
+  trace::launched(path[g.va && g.vb ? 1 : 0]);
   if (g.va && g.vb)
     tiled_kernel<C, AKC, BKC, true, true, MUTABLE>
         <<<grid, kThreads>>>(g.I, g.J, g.K, g.A, g.lda, g.B, g.ldb, g.C, g.ldc, epi, mut);
@@ -288,11 +292,11 @@ bool launch_cfg(const TiledArgs& g, int mut) {
 }
 
 template <class C, bool MUTABLE>
-bool launch_layout(const TiledArgs& g, int mut) {
-  if (g.akc && g.bkc) return launch_cfg<C, true, true, MUTABLE>(g, mut);
-  if (g.akc) return launch_cfg<C, true, false, MUTABLE>(g, mut);
-  if (g.bkc) return launch_cfg<C, false, true, MUTABLE>(g, mut);
-  return launch_cfg<C, false, false, MUTABLE>(g, mut);
+bool launch_layout(int cfg, const TiledArgs& g, int mut) {
+  if (g.akc && g.bkc) return launch_cfg<C, true, true, MUTABLE>(cfg, g, mut);
+  if (g.akc) return launch_cfg<C, true, false, MUTABLE>(cfg, g, mut);
+  if (g.bkc) return launch_cfg<C, false, true, MUTABLE>(cfg, g, mut);
+  return launch_cfg<C, false, false, MUTABLE>(cfg, g, mut);
 }
 
 // Launches configuration cfg (3..7); false (nothing launched) if there is
@@ -300,11 +304,11 @@ bool launch_layout(const TiledArgs& g, int mut) {
 template <bool MUTABLE>
 bool launch_tiled(int cfg, const TiledArgs& g, int mut) {
   switch (cfg) {
-    case 3: return launch_layout<T144, MUTABLE>(g, mut);
-    case 4: return launch_layout<T112, MUTABLE>(g, mut);
-    case 5: return launch_layout<T48, MUTABLE>(g, mut);
-    case 6: return launch_layout<T128W, MUTABLE>(g, mut);
-    case 7: return launch_layout<T128K, MUTABLE>(g, mut);
+    case 3: return launch_layout<T144, MUTABLE>(3, g, mut);
+    case 4: return launch_layout<T112, MUTABLE>(4, g, mut);
+    case 5: return launch_layout<T48, MUTABLE>(5, g, mut);
+    case 6: return launch_layout<T128W, MUTABLE>(6, g, mut);
+    case 7: return launch_layout<T128K, MUTABLE>(7, g, mut);
     default: return false;
   }
 }

@@ -14,6 +14,7 @@
 #include "lockstep/backend/cuda/canonical_warp.cuh"
 #include "lockstep/backend/cuda/device.hpp"
 #include "lockstep/backend/cuda/pointwise_launch.hpp"
+#include "lockstep/backend/cuda/trace_launch.hpp"
 #include "lockstep/num/elementary.hpp"
 #include "lockstep/num/fp.hpp"
 
@@ -115,6 +116,7 @@ void ce_fwd(std::size_t rows, std::size_t vocab, const float* logits, const Inde
   const std::size_t m_chunks = vocab <= rd::kChunk ? 1 : (vocab + rd::kChunk - 1) / rd::kChunk;
   if (m_chunks > kMaxChunks) throw std::invalid_argument("ce_fwd: vocabulary larger than 4096² on the device");
   const unsigned blocks = static_cast<unsigned>(rows < 1u << 20 ? rows : 1u << 20);
+  trace::launched("ce_fwd");
   ce_fwd_kernel<<<blocks, kThreads, m_chunks * sizeof(float)>>>(rows, vocab, logits, targets, loss, lse);
   check_launch("ce_fwd");
 }
@@ -125,6 +127,7 @@ void ce_bwd(std::size_t rows, std::size_t vocab, const float* logits, const Inde
   const std::size_t segs = (vocab + kSeg - 1) / kSeg;
   if (segs > 0x7FFFFFFF) throw std::invalid_argument("ce_bwd: vocabulary too large");
   const dim3 grid(static_cast<unsigned>(segs), static_cast<unsigned>(rows < 65535 ? rows : 65535));
+  trace::launched("ce_bwd");
   ce_bwd_kernel<<<grid, kThreads>>>(rows, vocab, logits, targets, lse, dloss, dlogits);
   check_launch("ce_bwd");
 }

@@ -18,6 +18,9 @@ std::string_view mutant_name(Mutant m) {
     case Mutant::attention_drop_scale: return "attention: scale factor dropped";
     case Mutant::residual_flush_negative_zero: return "residual: -0 flushed to +0";
     case Mutant::layernorm_fused_mul_add: return "layernorm: fma where the spec has mul + add";
+    case Mutant::adamw_decay_every_tensor: return "adamw: weight decay on every tensor (the decay flag ignored)";
+    case Mutant::clip_without_epsilon: return "clip: max_norm / norm without the + 1e-6";
+    case Mutant::clip_scales_up: return "clip: applied whenever it is not 1 (small gradients scaled up)";
   }
   return "?";
 }

@@ -18,6 +18,9 @@ enum class Mutant {
   attention_drop_scale,        // scores without the 1/sqrt(Dh) factor          (attention.cu)
   residual_flush_negative_zero,  // -0 written as +0                            (pointwise.cu)
   layernorm_fused_mul_add,     // fma where the spec has mul then add           (norm.cu)
+  adamw_decay_every_tensor,    // AdamW decays norms and biases too (decay flag ignored) (optim.cu)
+  clip_without_epsilon,        // clip = max_norm / norm, the + 1e-6 dropped     (optim.cu)
+  clip_scales_up,              // the clip applied whenever it is not 1 (scales small gradients up) (optim.cu)
 };
 
 void set_mutant(Mutant m);

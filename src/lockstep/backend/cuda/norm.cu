@@ -18,6 +18,7 @@
 #include "lockstep/backend/cuda/device.hpp"
 #include "lockstep/backend/cuda/mutant.hpp"
 #include "lockstep/backend/cuda/pointwise_launch.hpp"
+#include "lockstep/backend/cuda/trace_launch.hpp"
 #include "lockstep/num/elementary.hpp"
 #include "lockstep/num/fp.hpp"
 
@@ -218,6 +219,7 @@ template <bool Layer>
 void columns(std::size_t N, std::size_t D, const float* x, const float* mean, const float* rstd, const float* dy,
              float* dg, float* db) {
   const std::size_t blocks = (D + kCols - 1) / kCols;
+  trace::launched(Layer ? "layernorm_bwd (columns)" : "rmsnorm_bwd (columns)");
   norm_columns_kernel<Layer><<<static_cast<unsigned>(blocks), kColThreads>>>(N, D, x, mean, rstd, dy, dg, db);
   check_launch(Layer ? "layernorm_bwd (columns)" : "rmsnorm_bwd (columns)");
 }
@@ -228,7 +230,9 @@ void layernorm_fwd(std::size_t rows, std::size_t dim, float eps, const float* x,
                    float* y, float* mean, float* rstd) {
   check_dim(dim);
   if (rows == 0) return;
-  if (mutant() == Mutant::layernorm_fused_mul_add)
+  const bool mutated = mutant() == Mutant::layernorm_fused_mul_add;
+  trace::launched(mutated ? "layernorm_fwd (mutant)" : "layernorm_fwd");
+  if (mutated)
     layernorm_fwd_kernel<true><<<row_blocks(rows), kRowThreads>>>(rows, dim, eps, x, g, b, y, mean, rstd);
   else
     layernorm_fwd_kernel<false><<<row_blocks(rows), kRowThreads>>>(rows, dim, eps, x, g, b, y, mean, rstd);
@@ -239,6 +243,7 @@ void layernorm_bwd(std::size_t rows, std::size_t dim, const float* x, const floa
                    const float* rstd, const float* dy, float* dx, float* dg, float* db) {
   check_dim(dim);
   if (rows > 0) {
+    trace::launched("layernorm_bwd (rows)");
     layernorm_bwd_rows_kernel<<<row_blocks(rows), kRowThreads>>>(rows, dim, x, g, mean, rstd, dy, dx);
     check_launch("layernorm_bwd (rows)");
   }
@@ -249,6 +254,7 @@ void rmsnorm_fwd(std::size_t rows, std::size_t dim, float eps, const float* x, c
                  float* rstd) {
   check_dim(dim);
   if (rows == 0) return;
+  trace::launched("rmsnorm_fwd");
   rmsnorm_fwd_kernel<<<row_blocks(rows), kRowThreads>>>(rows, dim, eps, x, w, y, rstd);
   check_launch("rmsnorm_fwd");
 }
@@ -257,6 +263,7 @@ void rmsnorm_bwd(std::size_t rows, std::size_t dim, const float* x, const float*
                  const float* dy, float* dx, float* dw) {
   check_dim(dim);
   if (rows > 0) {
+    trace::launched("rmsnorm_bwd (rows)");
     rmsnorm_bwd_rows_kernel<<<row_blocks(rows), kRowThreads>>>(rows, dim, x, w, rstd, dy, dx);
     check_launch("rmsnorm_bwd (rows)");
   }

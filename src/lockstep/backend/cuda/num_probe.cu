@@ -4,6 +4,7 @@
 
 #include <stdexcept>
 
+#include "lockstep/backend/cuda/trace_launch.hpp"
 #include "lockstep/num/elementary.hpp"
 #include "lockstep/num/rng.hpp"
 
@@ -63,6 +64,7 @@ std::vector<float> run(Fn f, const std::vector<float>& x, const std::vector<floa
   DeviceBuffer<float> dy(y ? n : 0);
   check(cudaMemcpy(dx.p, x.data(), n * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
   if (y) check(cudaMemcpy(dy.p, y->data(), n * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+  trace::launched("num_probe eval");
   eval_kernel<<<static_cast<unsigned>((n + 255) / 256), 256>>>(f, dx.p, y ? dy.p : nullptr, dout.p,
                                                                  static_cast<int>(n));
   check(cudaGetLastError(), "eval_kernel launch");
@@ -92,6 +94,7 @@ std::vector<std::uint32_t> philox_on_device(std::uint64_t seed, std::uint64_t st
   std::vector<std::uint32_t> out(n);
   if (n == 0) return out;
   DeviceBuffer<std::uint32_t> d(n);
+  trace::launched("num_probe philox");
   philox_kernel<<<static_cast<unsigned>((n + 255) / 256), 256>>>(seed, stream, first, d.p, n);
   check(cudaGetLastError(), "philox_kernel launch");
   check(cudaMemcpy(out.data(), d.p, n * sizeof(std::uint32_t), cudaMemcpyDeviceToHost), "cudaMemcpy");

@@ -9,6 +9,7 @@
 #include "lockstep/backend/cuda/device.hpp"
 #include "lockstep/backend/cuda/mutant.hpp"
 #include "lockstep/backend/cuda/pointwise_launch.hpp"
+#include "lockstep/backend/cuda/trace_launch.hpp"
 #include "lockstep/num/elementary.hpp"
 #include "lockstep/num/fp.hpp"
 
@@ -114,18 +115,21 @@ unsigned grid(std::size_t n) { return detail::blocks_for(n, kThreads, 132 * 64);
 
 void gelu_fwd(std::size_t n, GeluConstants k, const float* x, float* y, float* ts) {
   if (n == 0) return;
+  trace::launched("gelu_fwd");
   gelu_fwd_kernel<<<grid(n), kThreads>>>(n, k, x, y, ts);
   check_launch("gelu_fwd");
 }
 
 void gelu_bwd(std::size_t n, GeluConstants k, const float* x, const float* ts, const float* dy, float* dx) {
   if (n == 0) return;
+  trace::launched(ts != nullptr ? "gelu_bwd (tanh kept)" : "gelu_bwd (tanh recomputed)");
   gelu_bwd_kernel<<<grid(n), kThreads>>>(n, k, x, ts, dy, dx);
   check_launch("gelu_bwd");
 }
 
 void swiglu_fwd(std::size_t n, const float* gate, const float* up, float* y, float* sg) {
   if (n == 0) return;
+  trace::launched("swiglu_fwd");
   swiglu_fwd_kernel<<<grid(n), kThreads>>>(n, gate, up, y, sg);
   check_launch("swiglu_fwd");
 }
@@ -133,25 +137,30 @@ void swiglu_fwd(std::size_t n, const float* gate, const float* up, float* y, flo
 void swiglu_bwd(std::size_t n, const float* gate, const float* up, const float* sg, const float* dy, float* dgate,
                 float* dup) {
   if (n == 0) return;
+  trace::launched(sg != nullptr ? "swiglu_bwd (sigmoid kept)" : "swiglu_bwd (sigmoid recomputed)");
   swiglu_bwd_kernel<<<grid(n), kThreads>>>(n, gate, up, sg, dy, dgate, dup);
   check_launch("swiglu_bwd");
 }
 
 void relu2mul_fwd(std::size_t n, const float* gate, const float* up, float* y) {
   if (n == 0) return;
+  trace::launched("relu2mul_fwd");
   relu2mul_fwd_kernel<<<grid(n), kThreads>>>(n, gate, up, y);
   check_launch("relu2mul_fwd");
 }
 
 void relu2mul_bwd(std::size_t n, const float* gate, const float* up, const float* dy, float* dgate, float* dup) {
   if (n == 0) return;
+  trace::launched("relu2mul_bwd");
   relu2mul_bwd_kernel<<<grid(n), kThreads>>>(n, gate, up, dy, dgate, dup);
   check_launch("relu2mul_bwd");
 }
 
 void residual_fwd(std::size_t n, const float* a, const float* b, float* y) {
   if (n == 0) return;
-  if (mutant() == Mutant::residual_flush_negative_zero)
+  const bool mutated = mutant() == Mutant::residual_flush_negative_zero;
+  trace::launched(mutated ? "residual_fwd (mutant)" : "residual_fwd");
+  if (mutated)
     residual_fwd_kernel<true><<<grid(n), kThreads>>>(n, a, b, y);
   else
     residual_fwd_kernel<false><<<grid(n), kThreads>>>(n, a, b, y);
@@ -160,6 +169,7 @@ void residual_fwd(std::size_t n, const float* a, const float* b, float* y) {
 
 void add_into(std::size_t n, float* acc, const float* x) {
   if (n == 0) return;
+  trace::launched("add_into");
   add_into_kernel<<<grid(n), kThreads>>>(n, acc, x);
   check_launch("add_into");
 }

@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "lockstep/backend/cuda/trace_launch.hpp"
 #include "lockstep/num/fp.hpp"
 
 namespace lockstep::cuda {
@@ -48,6 +49,7 @@ std::vector<float> fma_on_device(const std::vector<float>& a, const std::vector<
   check(cudaMemcpy(da, a.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
   check(cudaMemcpy(db, b.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
   check(cudaMemcpy(dc, c.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
+  trace::launched("probe fma");
   fma_kernel<<<(n + 255) / 256, 256>>>(da, db, dc, dout, n);
   check(cudaGetLastError(), "fma_kernel launch");
   check(cudaMemcpy(out.data(), dout, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");

@@ -12,6 +12,7 @@
 
 #include "lockstep/backend/cuda/device.hpp"
 #include "lockstep/backend/cuda/gemm_launch.hpp"
+#include "lockstep/backend/cuda/trace_launch.hpp"
 #include "lockstep/num/fp.hpp"
 #include "lockstep/num/reduce.hpp"
 
@@ -114,19 +115,23 @@ void ternary_quantize(const float* w, std::size_t n, float n_f, float floor_w, f
   if (n == 0) return;
   float* level[2] = {scratch, scratch + chunks_of(n)};
   std::size_t m = chunks_of(n);
+  trace::launched("ternary_quantize (chunk sums of |w|)");
   chunk_sums<true><<<static_cast<unsigned>((m + 7) / 8), 256>>>(w, n, level[0]);
   check_launch("ternary_quantize: chunk sums");
   int cur = 0;
   while (m > 1) {
     const std::size_t next = chunks_of(m);
+    trace::launched("ternary_quantize (chunk sums, upper level)");
     chunk_sums<false><<<static_cast<unsigned>((next + 7) / 8), 256>>>(level[cur], m, level[cur ^ 1]);
     check_launch("ternary_quantize: chunk sums");
     cur ^= 1;
     m = next;
   }
+  trace::launched("ternary_quantize (scale)");
   ternary_scale<<<1, 1>>>(level[cur], n_f, floor_w, params);
   check_launch("ternary_quantize: scale");
   const std::size_t blocks = (n + 255) / 256;
+  trace::launched("ternary_quantize (codes)");
   ternary_codes<<<static_cast<unsigned>(blocks < 65535 * 4 ? blocks : 65535 * 4), 256>>>(w, n, params, codes,
                                                                                          dequant);
   check_launch("ternary_quantize: codes");
@@ -135,6 +140,7 @@ void ternary_quantize(const float* w, std::size_t n, float n_f, float floor_w, f
 void row_quantize(const float* x, std::size_t N, std::size_t K, float floor_x, float* codes, float* dequant,
                   float* step) {
   if (N == 0) return;
+  trace::launched("row_quantize");
   row_codes<<<static_cast<unsigned>((N + 7) / 8), 256>>>(x, N, K, floor_x, codes, dequant, step);
   check_launch("row_quantize");
 }

@@ -6,6 +6,7 @@
 #include "lockstep/backend/cuda/canonical_warp.cuh"
 #include "lockstep/backend/cuda/device.hpp"
 #include "lockstep/backend/cuda/pointwise_launch.hpp"
+#include "lockstep/backend/cuda/trace_launch.hpp"
 
 namespace lockstep::cuda::launch {
 namespace {
@@ -39,6 +40,7 @@ void rope(std::size_t batch, std::size_t seq, std::size_t heads, std::size_t hea
           const float* tab, const float* x, float* y, bool inverse) {
   const std::size_t total = batch * seq * heads * (head_dim / 2);
   if (total == 0) return;
+  trace::launched(inverse ? "rope (inverse)" : "rope (forward)");
   rope_kernel<<<detail::blocks_for(total, 256, 132 * 64), 256>>>(batch * seq, seq, heads, head_dim, interleaved,
                                                                  tab, x, y, inverse);
   check_launch("rope");

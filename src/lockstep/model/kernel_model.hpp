@@ -1,0 +1,133 @@
+// One model over a kernel set: model.hpp's interface for any device.
+//
+// What the CPU model and the CUDA model share is written once, here: the
+// config, the parameter table, the deterministic initialization, the checks
+// before a pass (batch sizes, runnable parameter dtypes), and the passes
+// themselves (the engine over the kernel set K). Where the parameters live is
+// the Storage policy's business:
+//
+//   CPU  (transformer.cpp)  HostStorage: the engine reads Param itself;
+//   CUDA (cuda_model.cpp)   the device copies, synced lazily with the host view,
+//                           and the step's stages on the device.
+//
+// A Storage provides:
+//   using EngineParam;                         the parameter type the engine reads
+//   static constexpr const char* kName;        "the CPU model" (in refusals)
+//   explicit Storage(std::vector<Param>& host) the host view it mirrors
+//   std::vector<EngineParam>& engine_params();
+//   void host_view_read() const;   the host view brought up to date (const access)
+//   void host_view_write();        ... and the caller may write it (non-const access)
+//   void host_written();           the host view is the newest (after init)
+//   void before_pass(bool accumulate);   values (and, accumulating, gradients)
+//                                        where the kernels read them
+//   void after_pass(bool wrote_grads, const char* what);   the pass's results are
+//                                        where the caller reads them
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <vector>
+
+#include "lockstep/model/model.hpp"
+#include "lockstep/model/params.hpp"
+#include "lockstep/model/transformer.hpp"
+#include "lockstep/util/parallel.hpp"
+
+namespace lockstep::model {
+
+template <class K, class Storage>
+class KernelModel : public Model {
+ public:
+  explicit KernelModel(const ModelConfig& cfg)
+      : cfg_((cfg.validate(), cfg)), specs_(param_specs(cfg)), params_(make_float_params(cfg)), storage_(params_),
+        engine_(cfg_, storage_.engine_params(), kernels_) {}
+  KernelModel(const KernelModel&) = delete;
+  KernelModel& operator=(const KernelModel&) = delete;
+
+  const ModelConfig& config() const override { return cfg_; }
+  void set_recompute(bool recompute) override { engine_.recompute_blocks = recompute; }
+  std::vector<Param>& params() override {
+    storage_.host_view_write();
+    return params_;
+  }
+  const std::vector<Param>& params() const override {
+    storage_.host_view_read();
+    return params_;
+  }
+
+  void init(std::uint64_t seed) override {
+    require_runnable_params();
+    for (std::size_t i = 0; i < params_.size(); ++i) {
+      init_param(specs_[i], params_[i].value.data(), params_[i].value.size(), seed, 0);
+      std::fill(params_[i].grad.begin(), params_[i].grad.end(), 0.0f);
+    }
+    storage_.host_written();
+  }
+
+  float forward_backward(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets,
+                         std::int64_t batch, std::int64_t seq, bool accumulate, int threads) override {
+    check_batch(inputs, targets, batch, seq);
+    begin_pass(threads, accumulate);
+    const float loss = engine_.run(inputs.data(), targets.data(), static_cast<std::size_t>(batch),
+                                   static_cast<std::size_t>(seq), true, accumulate);
+    storage_.after_pass(true, "training step");
+    return loss;
+  }
+
+  float loss(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets, std::int64_t batch,
+             std::int64_t seq, int threads) override {
+    check_batch(inputs, targets, batch, seq);
+    begin_pass(threads, false);
+    const float loss = engine_.run(inputs.data(), targets.data(), static_cast<std::size_t>(batch),
+                                   static_cast<std::size_t>(seq), false, false);
+    storage_.after_pass(false, "loss");
+    return loss;
+  }
+
+  std::vector<float> next_logits(std::span<const std::int32_t> tokens, int threads) override {
+    if (tokens.empty()) throw std::invalid_argument("next_logits: no tokens");
+    begin_pass(threads, false);
+    // The context window: the last max_seq tokens.
+    const auto keep = std::min<std::size_t>(tokens.size(), static_cast<std::size_t>(cfg_.max_seq));
+    auto out = engine_.last_logits(tokens.data() + (tokens.size() - keep), keep);
+    storage_.after_pass(false, "next_logits");
+    return out;
+  }
+
+ protected:
+  // The float kernels read every parameter as an f32 Param::value: a parameter
+  // the caller put in another dtype (params() is writable) is refused by name.
+  void require_runnable_params() const { require_f32_params(params_, Storage::kName); }
+  void begin_pass(int threads, bool accumulate) {
+    require_runnable_params();
+    kernels_.threads = util::resolve_threads(threads);
+    storage_.before_pass(accumulate);
+  }
+
+  ModelConfig cfg_;
+  std::vector<ParamSpec> specs_;
+  mutable std::vector<Param> params_;  // the host view (a device Storage syncs it lazily)
+  Storage storage_;
+  K kernels_;
+  Engine<float, K, typename Storage::EngineParam> engine_;
+};
+
+// Parameters on the host: the engine reads them where they are.
+struct HostStorage {
+  using EngineParam = Param;
+  static constexpr const char* kName = "the CPU model";
+  explicit HostStorage(std::vector<Param>& host) : host_(host) {}
+  std::vector<Param>& engine_params() { return host_; }
+  void host_view_read() const {}
+  void host_view_write() {}
+  void host_written() {}
+  void before_pass(bool) {}
+  void after_pass(bool, const char*) {}
+
+ private:
+  std::vector<Param>& host_;
+};
+
+}  // namespace lockstep::model
