@@ -27,11 +27,28 @@ namespace ops = lockstep::ops;
 
 constexpr long kH200Sms = 132;
 
-// (tile, 16-byte loads)
-using TilePath = std::pair<int, bool>;
+// A GEMM launch as the launch trace names it (trace.hpp): the tile, the
+// product (its operand layouts) and each operand's load width.
+struct TilePath {
+  int tile;
+  std::size_t product;  // 0: y = x·wᵀ, 1: dx = dy·w, 2: dw = dyᵀ·x
+  bool va, vb;          // 16-byte loads of A, of B
+  auto operator<=>(const TilePath&) const = default;
+};
+const char* kProducts[] = {"y = x·wᵀ", "dx = dy·w", "dw = dyᵀ·x"};
 
-// The (tile, load path) pairs the linear gate cases run: the forced tile of a
-// swept case, the rule's tile otherwise, for each product of the case.
+std::string describe(const TilePath& p) {
+  return fmt::format("tile {} {} [A {}, B {}]", p.tile, kProducts[p.product], p.va ? "16B" : "4B",
+                     p.vb ? "16B" : "4B");
+}
+
+TilePath path_of(const ll::GemmProduct& g, std::size_t product, int forced) {
+  const int tile = forced != 0 ? forced : ll::tile_rule(static_cast<long>(g.I), static_cast<long>(g.J), g.vec(), kH200Sms);
+  return {tile, product, g.va(), g.vb()};
+}
+
+// The GEMM launches the linear gate cases make: the forced tile of a swept
+// case, the rule's tile otherwise, for each product of the case.
 std::set<TilePath> gated_tile_paths(bool forced_too = true) {
   std::set<TilePath> covered;
   for (const auto& c : lc::gate::cases_of({"linear"})) {
@@ -40,12 +57,7 @@ std::set<TilePath> gated_tile_paths(bool forced_too = true) {
     if (std::sscanf(c.shape.c_str(), "rows %zu in %zu out %zu", &rows, &in, &out) != 3) continue;
     const auto products = ll::linear_products(rows, in, out);
     const bool fwd = c.kernel == "linear_fwd";
-    for (std::size_t p = fwd ? 0 : 1; p < (fwd ? 1 : 3); ++p) {
-      const ll::GemmProduct& g = products[p];
-      const int tile = c.tile != 0 ? c.tile
-                                   : ll::tile_rule(static_cast<long>(g.I), static_cast<long>(g.J), g.vec(), kH200Sms);
-      covered.insert({tile, g.vec()});
-    }
+    for (std::size_t p = fwd ? 0 : 1; p < (fwd ? 1 : 3); ++p) covered.insert(path_of(products[p], p, c.tile));
   }
   return covered;
 }
@@ -90,36 +102,38 @@ TEST(CudaGateCases, EveryTileOfAGpt2StepIsGated) {
   };
   const Layer layers[] = {{"attn.c_attn", D, 3 * D}, {"attn.c_proj", D, D}, {"mlp.c_fc", D, F},
                           {"mlp.c_proj", F, D},      {"lm_head", D, V}};
-  const char* product_names[] = {"y = x·wᵀ", "dx = dy·w", "dw = dyᵀ·x"};
   const std::set<TilePath> covered = gated_tile_paths();
   // The same check against the cases the rule routes by itself (the gates
   // before the tile sweep): it must find what the sweep closes, else the
   // check below could not fail.
   const std::set<TilePath> rule_only = gated_tile_paths(false);
+  std::printf("GEMM launches the linear gates make: %zu (%zu without the forced tiles)\n", covered.size(),
+              rule_only.size());
   std::string missed;
-  std::string gated;
-  for (const auto& [t, v] : covered) gated += fmt::format(" t{}{}", t, v ? "v" : "s");
-  std::printf("tiles the linear gates run (v: 16-byte loads, s: scalar):%s\n", gated.c_str());
   std::set<int> step_tiles;
   for (const Layer& l : layers) {
     const auto products = ll::linear_products(N, l.in, l.out);
     for (std::size_t p = 0; p < products.size(); ++p) {
       const ll::GemmProduct& g = products[p];
-      const int tile = ll::tile_rule(static_cast<long>(g.I), static_cast<long>(g.J), g.vec(), kH200Sms);
-      step_tiles.insert(tile);
-      if (rule_only.count({tile, g.vec()}) == 0) missed += fmt::format(" {}", tile);
-      std::printf("  %-12s %-11s %6zu x %-6zu k %-6zu tile %d (%s loads)\n", l.name, product_names[p], g.I, g.J, g.K,
-                  tile, g.vec() ? "16-byte" : "scalar");
-      EXPECT_EQ(covered.count({tile, g.vec()}), 1u)
-          << l.name << " " << product_names[p] << " runs on tile " << tile << " with "
-          << (g.vec() ? "16-byte" : "scalar") << " loads, which no gate case runs";
+      const TilePath path = path_of(g, p, 0);
+      step_tiles.insert(path.tile);
+      std::printf("  %-12s %6zu x %-6zu k %-6zu %s\n", l.name, g.I, g.J, g.K, describe(path).c_str());
+      if (rule_only.count(path) == 0) missed += "\n  " + describe(path);
+      EXPECT_EQ(covered.count(path), 1u) << l.name << ": " << describe(path) << ", which no gate case runs";
     }
   }
-  std::printf("without the forced tiles the gates would miss the step's tiles:%s\n", missed.c_str());
+  std::printf("without the forced tiles the gates would miss:%s\n", missed.c_str());
   EXPECT_FALSE(missed.empty()) << "the negative control found nothing to miss";
   // The weight gradients of the 768-wide layers leave the base tile.
   EXPECT_GT(step_tiles.size(), 2u);
-  // Every tile there is can be forced: the gates run each on its own.
+  // Every tile there is, forced, on every product with 16-byte and with
+  // 4-byte loads of each operand.
   for (int t = 1; t <= ll::kGemmTiles; ++t)
-    for (bool v : {true, false}) EXPECT_EQ(covered.count({t, v}), 1u) << "tile " << t << (v ? " 16-byte" : " scalar");
+    for (std::size_t p = 0; p < 3; ++p)
+      for (bool va : {true, false})
+        for (bool vb : {true, false}) {
+          if (p == 0 && va != vb) continue;  // y = x·wᵀ: both operands are read along k, of length K
+          const TilePath path{t, p, va, vb};
+          EXPECT_EQ(covered.count(path), 1u) << describe(path) << " is never gated";
+        }
 }

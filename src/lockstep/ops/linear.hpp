@@ -87,7 +87,8 @@ struct Linear {
   // Ragged: every size off the GEMM's 128-row/column tiles, its 8- and 16-deep
   // k tiles and the 4-wide vectors (scalar-load paths), rows 1 and batches of
   // rows; in, out multiples of 4 but not of the tiles (16-byte-load paths
-  // with ragged edges). These small shapes are swept over every block tile.
+  // with ragged edges), and in a multiple of 4 with out not (mixed loads).
+  // These small shapes are swept over every block tile.
   // Then a large shape (several k tiles, full tiles, a big grid), the same
   // size class with every extent ragged (k included: the rule sends it to the
   // tiled kernels), and 2053 rows (the bias column sums' ring of row tiles
@@ -100,6 +101,10 @@ struct Linear {
     small.push_back({37, 256, 200});
     small.push_back({129, 68, 132});
     small.push_back({300, 132, 260});
+    // in a multiple of 4, out not: the backward's dy takes 4-byte loads, w and
+    // x 16-byte ones (GPT-2's LM head, out = 50257).
+    small.push_back({37, 256, 129});
+    small.push_back({129, 68, 3});
     large.push_back({512, 768, 2304});
     large.push_back({516, 772, 2300});
     large.push_back({2053, 68, 132});

@@ -53,11 +53,10 @@ struct GemmProduct {
   std::size_t I, J, K;
   bool akc, bkc;
   std::size_t lda, ldb;
-  bool vec() const {
-    const bool va = lda % 4 == 0 && (akc ? K % 4 == 0 : I % 4 == 0);
-    const bool vb = ldb % 4 == 0 && (bkc ? K % 4 == 0 : J % 4 == 0);
-    return va && vb;
-  }
+  bool va() const { return lda % 4 == 0 && (akc ? K % 4 == 0 : I % 4 == 0); }
+  bool vb() const { return ldb % 4 == 0 && (bkc ? K % 4 == 0 : J % 4 == 0); }
+  // The rule's `vec`: both operands take 16-byte loads.
+  bool vec() const { return va() && vb(); }
 };
 // The three products of a linear layer with N rows, K inputs and M outputs:
 // gemm_xwt (Y = X·Wᵀ), gemm_dyw (dX = dY·W), gemm_dytx (dW = dYᵀ·X).
