@@ -57,8 +57,8 @@ struct Gelu {
   static constexpr bool kernel_keeps_aux = true;
   template <class T>
   struct FwdArgs {
-    const T* x;
-    T* y;
+    const T *x;
+    T *y;
     // Forward inputs reach far into tanh saturation and overflow.
     static void fields(auto& a, const Config& c, auto&& f) {
       f(ops::in("x", c.n, Seed::normal(3.0, 1e30f)), a.x);
@@ -67,9 +67,8 @@ struct Gelu {
   };
   template <class T>
   struct BwdArgs {
-    const T* x;
-    const T* dy;
-    T* dx;
+    const T *x, *dy;
+    T *dx;
     // Backward inputs stay where no inf·0 makes a NaN (whose payload differs
     // between CPU and GPU by design, not by a kernel bug).
     static void fields(auto& a, const Config& c, auto&& f) {
@@ -157,9 +156,8 @@ struct ReluSqMul {
   // Kernels (ops/kernel_args.hpp).
   template <class T>
   struct FwdArgs {
-    const T* gate;
-    const T* up;
-    T* y;
+    const T *gate, *up;
+    T *y;
     // r² may overflow to inf, but never meets a zero `up` as inf·0 (a NaN).
     static void fields(auto& a, const Config& c, auto&& f) {
       f(ops::in("gate", c.n, Seed::normal(2.0, 1e15f)), a.gate);
@@ -169,11 +167,8 @@ struct ReluSqMul {
   };
   template <class T>
   struct BwdArgs {
-    const T* gate;
-    const T* up;
-    const T* dy;
-    T* dgate;
-    T* dup;
+    const T *gate, *up, *dy;
+    T *dgate, *dup;
     static void fields(auto& a, const Config& c, auto&& f) {
       f(ops::in("gate", c.n, Seed::normal(2.0, 1e6f)), a.gate);
       f(ops::in("up", c.n, Seed::normal(1.0, 1e6f)), a.up);
@@ -237,9 +232,8 @@ struct SwiGlu {
   static constexpr bool kernel_keeps_aux = true;
   template <class T>
   struct FwdArgs {
-    const T* gate;
-    const T* up;
-    T* y;
+    const T *gate, *up;
+    T *y;
     static void fields(auto& a, const Config& c, auto&& f) {
       f(ops::in("gate", c.n, Seed::normal(4.0, 200.0f)), a.gate);
       f(ops::in("up", c.n, Seed::normal(1.0, 1e30f)), a.up);
@@ -248,11 +242,8 @@ struct SwiGlu {
   };
   template <class T>
   struct BwdArgs {
-    const T* gate;
-    const T* up;
-    const T* dy;
-    T* dgate;
-    T* dup;
+    const T *gate, *up, *dy;
+    T *dgate, *dup;
     static void fields(auto& a, const Config& c, auto&& f) {
       f(ops::in("gate", c.n, Seed::normal(4.0, 200.0f)), a.gate);
       f(ops::in("up", c.n, Seed::normal(1.0, 1e4f)), a.up);
@@ -327,9 +318,8 @@ struct ResidualAdd {
   // the gradient without a copy).
   template <class T>
   struct FwdArgs {
-    const T* a;
-    const T* b;
-    T* y;
+    const T *a, *b;
+    T *y;
     // -0 + -0 = -0 in every third cell: the sums a kernel that loses the sign
     // of zero gets wrong; sums past FLT_MAX overflow.
     static void fields(auto& s, const Config& c, auto&& f) {
@@ -340,9 +330,8 @@ struct ResidualAdd {
   };
   template <class T>
   struct BwdArgs {
-    const T* dy;
-    T* da;
-    T* db;
+    const T *dy;
+    T *da, *db;
     static void fields(auto& s, const Config& c, auto&& f) {
       f(ops::in("dy", c.n, Seed::normal(1.0, 1e30f)), s.dy);
       f(ops::out("da", c.n, 0, "dy"), s.da);

@@ -82,13 +82,11 @@ struct Attention {
   // the gates place them there (Field::lead), pointer alignment included.
   template <class T>
   struct FwdArgs {
-    const T* q;
+    const T *q;
     std::size_t ldq;
-    const T* k;
-    const T* v;
+    const T *k, *v;
     std::size_t ldkv;
-    T* o;
-    T* lse;
+    T *o, *lse;
     static void fields(auto& a, const Config& c, auto&& f) {
       const Places p(c, a.ldq, a.ldkv);
       f(ops::in("q", p.n_q, Seed::normal(1.5), a.ldq), a.q);
@@ -100,17 +98,12 @@ struct Attention {
   };
   template <class T>
   struct BwdArgs {
-    const T* q;
+    const T *q;
     std::size_t ldq;
-    const T* k;
-    const T* v;
+    const T *k, *v;
     std::size_t ldkv;
-    const T* o;
-    const T* lse;
-    const T* dout;
-    T* dq;
-    T* dk;
-    T* dv;
+    const T *o, *lse, *dout;
+    T *dq, *dk, *dv;
     static void fields(auto& a, const Config& c, auto&& f) {
       const Places p(c, a.ldq, a.ldkv);
       f(ops::in("q", p.n_q, Seed::normal(1.5), a.ldq), a.q);

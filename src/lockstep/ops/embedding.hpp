@@ -49,9 +49,9 @@ struct Embedding {
   // Kernels (ops/kernel_args.hpp).
   template <class T>
   struct FwdArgs {
-    const Index* ids;
-    const T* wte;
-    T* y;
+    const Index *ids;
+    const T *wte;
+    T *y;
     static void fields(auto& a, const Config& c, auto&& f) {
       f(ops::in("ids", c.tokens, Seed::of(Seed::Kind::token_ids, c.vocab)), a.ids);
       f(ops::in("wte", c.vocab * c.dim, Seed::normal(1.0, 1e30f), c.dim), a.wte);
@@ -60,9 +60,9 @@ struct Embedding {
   };
   template <class T>
   struct BwdArgs {
-    const Index* ids;
-    const T* dy;
-    T* dwte;
+    const Index *ids;
+    const T *dy;
+    T *dwte;
     static void fields(auto& a, const Config& c, auto&& f) {
       f(ops::in("ids", c.tokens, Seed::of(Seed::Kind::token_ids, c.vocab)), a.ids);
       f(ops::in("dy", c.tokens * c.dim, Seed::normal(1.0, 1e4f), c.dim), a.dy);
@@ -160,9 +160,8 @@ struct LearnedPositions {
   // Kernels (ops/kernel_args.hpp). dx may alias dy.
   template <class T>
   struct FwdArgs {
-    const T* x;
-    const T* wpe;
-    T* y;
+    const T *x, *wpe;
+    T *y;
     static void fields(auto& a, const Config& c, auto&& f) {
       f(ops::in("x", c.batch * c.seq * c.dim, Seed::normal(1.0, 1e30f), c.dim), a.x);
       f(ops::in("wpe", c.max_seq * c.dim, Seed::normal(1.0, 1e30f), c.dim), a.wpe);
@@ -171,9 +170,8 @@ struct LearnedPositions {
   };
   template <class T>
   struct BwdArgs {
-    const T* dy;
-    T* dx;
-    T* dwpe;
+    const T *dy;
+    T *dx, *dwpe;
     static void fields(auto& a, const Config& c, auto&& f) {
       f(ops::in("dy", c.batch * c.seq * c.dim, Seed::normal(1.0, 1e4f), c.dim), a.dy);
       f(ops::out("dx", c.batch * c.seq * c.dim, c.dim, "dy"), a.dx);

@@ -56,10 +56,8 @@ struct Linear {
   // and so is db.
   template <class T>
   struct FwdArgs {
-    const T* x;
-    const T* w;
-    const T* b;
-    T* y;
+    const T *x, *w, *b;
+    T *y;
     static void fields(auto& a, const Config& c, auto&& f) {
       f(ops::in("x", c.rows * c.in, Seed::uniform(-1, 1), c.in), a.x);
       f(ops::in("w", c.out * c.in, Seed::uniform(-1, 1), c.in), a.w);
@@ -69,12 +67,8 @@ struct Linear {
   };
   template <class T>
   struct BwdArgs {
-    const T* x;
-    const T* w;
-    const T* dy;
-    T* dx;
-    T* dw;
-    T* db;
+    const T *x, *w, *dy;
+    T *dx, *dw, *db;
     static void fields(auto& a, const Config& c, auto&& f) {
       f(ops::in("x", c.rows * c.in, Seed::uniform(-1, 1), c.in), a.x);
       f(ops::in("w", c.out * c.in, Seed::uniform(-1, 1), c.in), a.w);

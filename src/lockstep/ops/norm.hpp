@@ -84,12 +84,8 @@ struct LayerNorm {
   // Kernels (ops/kernel_args.hpp).
   template <class T>
   struct FwdArgs {
-    const T* x;
-    const T* gamma;
-    const T* beta;
-    T* y;
-    T* mean;
-    T* rstd;
+    const T *x, *gamma, *beta;
+    T *y, *mean, *rstd;
     static void fields(auto& a, const Config& c, auto&& f) {
       f(ops::in("x", c.rows * c.dim, Seed::of(Seed::Kind::norm_rows, c.dim), c.dim), a.x);
       f(ops::in("gamma", c.dim), a.gamma);
@@ -101,14 +97,8 @@ struct LayerNorm {
   };
   template <class T>
   struct BwdArgs {
-    const T* x;
-    const T* gamma;
-    const T* mean;
-    const T* rstd;
-    const T* dy;
-    T* dx;
-    T* dgamma;
-    T* dbeta;
+    const T *x, *gamma, *mean, *rstd, *dy;
+    T *dx, *dgamma, *dbeta;
     static void fields(auto& a, const Config& c, auto&& f) {
       f(ops::in("x", c.rows * c.dim, Seed::of(Seed::Kind::norm_rows, c.dim), c.dim), a.x);
       f(ops::in("gamma", c.dim), a.gamma);
@@ -207,10 +197,8 @@ struct RmsNorm {
   // Kernels (ops/kernel_args.hpp).
   template <class T>
   struct FwdArgs {
-    const T* x;
-    const T* w;
-    T* y;
-    T* rstd;
+    const T *x, *w;
+    T *y, *rstd;
     static void fields(auto& a, const Config& c, auto&& f) {
       f(ops::in("x", c.rows * c.dim, Seed::of(Seed::Kind::norm_rows, c.dim), c.dim), a.x);
       f(ops::in("w", c.dim), a.w);
@@ -220,12 +208,8 @@ struct RmsNorm {
   };
   template <class T>
   struct BwdArgs {
-    const T* x;
-    const T* w;
-    const T* rstd;
-    const T* dy;
-    T* dx;
-    T* dw;
+    const T *x, *w, *rstd, *dy;
+    T *dx, *dw;
     static void fields(auto& a, const Config& c, auto&& f) {
       f(ops::in("x", c.rows * c.dim, Seed::of(Seed::Kind::norm_rows, c.dim), c.dim), a.x);
       f(ops::in("w", c.dim), a.w);

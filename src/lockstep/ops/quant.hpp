@@ -278,9 +278,8 @@ struct BitLinear : QuantLinear<BitLinear> {
   static constexpr bool kernel_keeps_aux = true;
   template <class T>
   struct FwdArgs {
-    const T* x;
-    const T* w;
-    T* y;
+    const T *x, *w;
+    T *y;
     // Activations with a spread of magnitudes per row; weights around the scale.
     static void fields(auto& a, const Config& c, auto&& f) {
       f(ops::in("x", c.rows * c.in, Seed::uniform(-3, 3), c.in), a.x);
@@ -290,11 +289,8 @@ struct BitLinear : QuantLinear<BitLinear> {
   };
   template <class T>
   struct BwdArgs {
-    const T* x;
-    const T* w;
-    const T* dy;
-    T* dx;
-    T* dw;
+    const T *x, *w, *dy;
+    T *dx, *dw;
     static void fields(auto& a, const Config& c, auto&& f) {
       f(ops::in("x", c.rows * c.in, Seed::uniform(-3, 3), c.in), a.x);
       f(ops::in("w", c.out * c.in, Seed::uniform(-0.1, 0.1), c.in), a.w);

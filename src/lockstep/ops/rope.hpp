@@ -54,8 +54,8 @@ struct Rope {
   static constexpr int gate_calls = 2;
   template <class T>
   struct FwdArgs {
-    const T* x;
-    T* y;
+    const T *x;
+    T *y;
     static void fields(auto& a, const Config& c, auto&& f) {
       const std::size_t n = c.batch * c.seq * c.heads * c.head_dim;
       f(ops::in("x", n, Seed::normal(1.0, 1e30f), c.head_dim), a.x);
@@ -64,8 +64,8 @@ struct Rope {
   };
   template <class T>
   struct BwdArgs {
-    const T* dy;
-    T* dx;
+    const T *dy;
+    T *dx;
     static void fields(auto& a, const Config& c, auto&& f) {
       const std::size_t n = c.batch * c.seq * c.heads * c.head_dim;
       f(ops::in("dy", n, Seed::normal(1.0, 1e30f), c.head_dim), a.dy);

@@ -127,10 +127,9 @@ struct CrossEntropy {
   // Kernels (ops/kernel_args.hpp). dlogits may alias logits.
   template <class T>
   struct FwdArgs {
-    const T* logits;
-    const Index* targets;
-    T* loss;
-    T* lse;
+    const T *logits;
+    const Index *targets;
+    T *loss, *lse;
     static void fields(auto& a, const Config& c, auto&& f) {
       f(ops::in("logits", c.rows * c.vocab, Seed::of(Seed::Kind::logit_rows, c.vocab), c.vocab), a.logits);
       f(ops::in("targets", c.rows, Seed::of(Seed::Kind::targets, c.vocab)), a.targets);
@@ -140,11 +139,10 @@ struct CrossEntropy {
   };
   template <class T>
   struct BwdArgs {
-    const T* logits;
-    const Index* targets;
-    const T* lse;
-    const T* dloss;
-    T* dlogits;
+    const T *logits;
+    const Index *targets;
+    const T *lse, *dloss;
+    T *dlogits;
     static void fields(auto& a, const Config& c, auto&& f) {
       f(ops::in("logits", c.rows * c.vocab, Seed::of(Seed::Kind::logit_rows, c.vocab), c.vocab), a.logits);
       f(ops::in("targets", c.rows, Seed::of(Seed::Kind::targets, c.vocab)), a.targets);
