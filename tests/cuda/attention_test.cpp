@@ -128,17 +128,8 @@ TEST(CudaAttention, Gpt2ShapeTimedAndBitIdentical) {
     gpu.forward<ops::Attention>(c, {.q = q, .ldq = ld, .k = k, .v = v, .ldkv = ld, .o = O.data(), .lse = L.data()});
   };
   auto bwd = [&] {
-    gpu.backward<ops::Attention>(c, {.q = q,
-                                     .ldq = ld,
-                                     .k = k,
-                                     .v = v,
-                                     .ldkv = ld,
-                                     .o = O.data(),
-                                     .lse = L.data(),
-                                     .dout = DO.data(),
-                                     .dq = G.data(),
-                                     .dk = G.data() + D,
-                                     .dv = G.data() + 2 * D});
+    gpu.backward<ops::Attention>(c, {.q = q, .ldq = ld, .k = k, .v = v, .ldkv = ld, .o = O.data(), .lse = L.data(),
+                                     .dout = DO.data(), .dq = G.data(), .dk = G.data() + D, .dv = G.data() + 2 * D});
   };
   // The backward's other path: dq recomputes dS (scratch holds D_i only),
   // straight through the launcher.
@@ -213,27 +204,14 @@ TEST(CudaAttention, Gpt2ShapeTimedAndBitIdentical) {
   lockstep::cpu::OpKernels cpu;
   cpu.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::vector<float> o(N * D), lse(B * H * T), g(N * ld, 0.0f);
-  cpu.forward<ops::Attention>(c, {.q = x.data(),
-                                  .ldq = ld,
-                                  .k = x.data() + D,
-                                  .v = x.data() + 2 * D,
-                                  .ldkv = ld,
-                                  .o = o.data(),
-                                  .lse = lse.data()});
+  cpu.forward<ops::Attention>(c, {.q = x.data(), .ldq = ld, .k = x.data() + D, .v = x.data() + 2 * D, .ldkv = ld,
+                                  .o = o.data(), .lse = lse.data()});
   EXPECT_EQ(lc::gate::first_difference("o", o, O.download(), D), "");
   EXPECT_EQ(lc::gate::first_difference("lse", lse, L.download(), T), "");
   // The GPU backward ran on the GPU forward's o and lse; equal bits make it the same input.
-  cpu.backward<ops::Attention>(c, {.q = x.data(),
-                                   .ldq = ld,
-                                   .k = x.data() + D,
-                                   .v = x.data() + 2 * D,
-                                   .ldkv = ld,
-                                   .o = o.data(),
-                                   .lse = lse.data(),
-                                   .dout = dout.data(),
-                                   .dq = g.data(),
-                                   .dk = g.data() + D,
-                                   .dv = g.data() + 2 * D});
+  cpu.backward<ops::Attention>(c, {.q = x.data(), .ldq = ld, .k = x.data() + D, .v = x.data() + 2 * D, .ldkv = ld,
+                                   .o = o.data(), .lse = lse.data(), .dout = dout.data(), .dq = g.data(),
+                                   .dk = g.data() + D, .dv = g.data() + 2 * D});
   const std::vector<float> gg = G.download();
   EXPECT_EQ(lc::gate::first_difference("dq|dk|dv", g, gg, ld), "");
   // The fused buffer's rows are q|k|v gradients whole (ld = 3·D): both paths

@@ -40,24 +40,11 @@ struct AttentionProblem {
     lse.assign(c.batch * c.q_heads * c.seq, std::numeric_limits<float>::quiet_NaN());
     dqkv.assign(N * ld, std::numeric_limits<float>::quiet_NaN());
     cpu::OpKernels k;
-    k.forward<ops::Attention>(c, {.q = qkv.data(),
-                                  .ldq = ld,
-                                  .k = qkv.data() + ok,
-                                  .v = qkv.data() + ov,
-                                  .ldkv = ld,
-                                  .o = o.data(),
-                                  .lse = lse.data()});
-    k.backward<ops::Attention>(c, {.q = qkv.data(),
-                                   .ldq = ld,
-                                   .k = qkv.data() + ok,
-                                   .v = qkv.data() + ov,
-                                   .ldkv = ld,
-                                   .o = o.data(),
-                                   .lse = lse.data(),
-                                   .dout = dout.data(),
-                                   .dq = dqkv.data(),
-                                   .dk = dqkv.data() + ok,
-                                   .dv = dqkv.data() + ov});
+    k.forward<ops::Attention>(c, {.q = qkv.data(), .ldq = ld, .k = qkv.data() + ok, .v = qkv.data() + ov, .ldkv = ld,
+                                  .o = o.data(), .lse = lse.data()});
+    k.backward<ops::Attention>(c, {.q = qkv.data(), .ldq = ld, .k = qkv.data() + ok, .v = qkv.data() + ov, .ldkv = ld,
+                                   .o = o.data(), .lse = lse.data(), .dout = dout.data(), .dq = dqkv.data(),
+                                   .dk = dqkv.data() + ok, .dv = dqkv.data() + ov});
   }
   // Offsets into dqkv of dq[b, i, h, d] and of dk/dv[b, j, g, d].
   std::size_t dq_at(std::size_t b, std::size_t i, std::size_t h, std::size_t d) const {

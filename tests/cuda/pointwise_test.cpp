@@ -225,40 +225,21 @@ TEST(CudaPointwise, Gpt2ShapesMatchTheCpuAndTimings) {
     cu::DeviceBuffer<float> d_y(N * D), d_mean(N), d_rstd(N), d_dx(N * D), d_dg(D), d_db(D);
     const ops::NormConfig nc{N, D, 1e-5};
     report("layernorm_fwd", "N x D", timer.ms([&] {
-      g.forward<ops::LayerNorm>(nc, {.x = d_x.data(),
-                                     .gamma = d_g.data(),
-                                     .beta = d_b.data(),
-                                     .y = d_y.data(),
-                                     .mean = d_mean.data(),
-                                     .rstd = d_rstd.data()});
+      g.forward<ops::LayerNorm>(nc, {.x = d_x.data(), .gamma = d_g.data(), .beta = d_b.data(), .y = d_y.data(),
+                                     .mean = d_mean.data(), .rstd = d_rstd.data()});
     }),
            f4 * 2 * N * D);
     report("layernorm_bwd", "N x D", timer.ms([&] {
-      g.backward<ops::LayerNorm>(nc, {.x = d_x.data(),
-                                      .gamma = d_g.data(),
-                                      .mean = d_mean.data(),
-                                      .rstd = d_rstd.data(),
-                                      .dy = d_dy.data(),
-                                      .dx = d_dx.data(),
-                                      .dgamma = d_dg.data(),
-                                      .dbeta = d_db.data()});
+      g.backward<ops::LayerNorm>(nc, {.x = d_x.data(), .gamma = d_g.data(), .mean = d_mean.data(),
+                                      .rstd = d_rstd.data(), .dy = d_dy.data(), .dx = d_dx.data(),
+                                      .dgamma = d_dg.data(), .dbeta = d_db.data()});
     }),
            f4 * 3 * N * D);
     std::vector<float> y(N * D), mean(N), rstd(N), dx(N * D), dg(D), db(D);
-    c.forward<ops::LayerNorm>(nc, {.x = x.data(),
-                                   .gamma = gam.data(),
-                                   .beta = bet.data(),
-                                   .y = y.data(),
-                                   .mean = mean.data(),
-                                   .rstd = rstd.data()});
-    c.backward<ops::LayerNorm>(nc, {.x = x.data(),
-                                    .gamma = gam.data(),
-                                    .mean = mean.data(),
-                                    .rstd = rstd.data(),
-                                    .dy = dy.data(),
-                                    .dx = dx.data(),
-                                    .dgamma = dg.data(),
-                                    .dbeta = db.data()});
+    c.forward<ops::LayerNorm>(nc, {.x = x.data(), .gamma = gam.data(), .beta = bet.data(), .y = y.data(),
+                                   .mean = mean.data(), .rstd = rstd.data()});
+    c.backward<ops::LayerNorm>(nc, {.x = x.data(), .gamma = gam.data(), .mean = mean.data(), .rstd = rstd.data(),
+                                    .dy = dy.data(), .dx = dx.data(), .dgamma = dg.data(), .dbeta = db.data()});
     EXPECT_EQ(differing(y, d_y.download()) + differing(mean, d_mean.download()) + differing(rstd, d_rstd.download()),
               0u)
         << "layernorm_fwd";
@@ -269,12 +250,8 @@ TEST(CudaPointwise, Gpt2ShapesMatchTheCpuAndTimings) {
     }),
            f4 * 2 * N * D);
     report("rmsnorm_bwd", "N x D", timer.ms([&] {
-      g.backward<ops::RmsNorm>(nc, {.x = d_x.data(),
-                                    .w = d_g.data(),
-                                    .rstd = d_rstd.data(),
-                                    .dy = d_dy.data(),
-                                    .dx = d_dx.data(),
-                                    .dw = d_dg.data()});
+      g.backward<ops::RmsNorm>(nc, {.x = d_x.data(), .w = d_g.data(), .rstd = d_rstd.data(), .dy = d_dy.data(),
+                                    .dx = d_dx.data(), .dw = d_dg.data()});
     }),
            f4 * 3 * N * D);
     c.forward<ops::RmsNorm>(nc, {.x = x.data(), .w = gam.data(), .y = y.data(), .rstd = rstd.data()});
@@ -358,11 +335,8 @@ TEST(CudaPointwise, Gpt2ShapesMatchTheCpuAndTimings) {
     report("ce_bwd", "N x V",
            timer.ms(
                [&] {
-                 g.backward<ops::CrossEntropy>(cc, {.logits = d_z.data(),
-                                                    .targets = d_t.data(),
-                                                    .lse = d_lse.data(),
-                                                    .dloss = d_dl.data(),
-                                                    .dlogits = d_dz.data()});
+                 g.backward<ops::CrossEntropy>(cc, {.logits = d_z.data(), .targets = d_t.data(), .lse = d_lse.data(),
+                                                    .dloss = d_dl.data(), .dlogits = d_dz.data()});
                },
                3),
            f4 * 2 * N * V);

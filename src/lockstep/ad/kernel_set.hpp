@@ -50,33 +50,21 @@ inline constexpr bool all_have_kernels<K, T, OpList<Ops...>> = (HasKernels<K, Op
 template <class K, class T, class List>
 concept KernelSetFor = detail::all_have_kernels<K, T, List>;
 
-// The calls by op type, for a kernel set Derived over scalars T.
+// The calls by op type, for a kernel set Derived over scalars T: `aux` is the
+// call site's Aux for an op that keeps one (kernel_keeps_aux), nothing else.
 template <class Derived, class T>
 class KeyedKernels {
  public:
-  template <class Op>
-  void forward(const ConfigOf<Op>& c, const ops::FwdArgsOf<Op, T>& a) {
-    static_assert(!ops::keeps_aux_v<Op>, "this op's kernels take the call site's Aux");
-    self().run(c, a);
+  template <class Op, class... Aux>
+  void forward(const ConfigOf<Op>& c, const ops::FwdArgsOf<Op, T>& a, Aux&... aux) {
+    static_assert(sizeof...(Aux) == (ops::keeps_aux_v<Op> ? 1 : 0), "an Aux exactly where the op keeps one");
+    static_cast<Derived&>(*this).run(c, a, aux...);
   }
-  template <class Op, class Aux>
-  void forward(const ConfigOf<Op>& c, const ops::FwdArgsOf<Op, T>& a, Aux& aux) {
-    static_assert(ops::keeps_aux_v<Op>, "this op's kernels keep no Aux");
-    self().run(c, a, aux);
+  template <class Op, class... Aux>
+  void backward(const ConfigOf<Op>& c, const ops::BwdArgsOf<Op, T>& a, Aux&... aux) {
+    static_assert(sizeof...(Aux) == (ops::keeps_aux_v<Op> ? 1 : 0), "an Aux exactly where the op keeps one");
+    static_cast<Derived&>(*this).run(c, a, aux...);
   }
-  template <class Op>
-  void backward(const ConfigOf<Op>& c, const ops::BwdArgsOf<Op, T>& a) {
-    static_assert(!ops::keeps_aux_v<Op>, "this op's kernels take the call site's Aux");
-    self().run(c, a);
-  }
-  template <class Op, class Aux>
-  void backward(const ConfigOf<Op>& c, const ops::BwdArgsOf<Op, T>& a, Aux& aux) {
-    static_assert(ops::keeps_aux_v<Op>, "this op's kernels keep no Aux");
-    self().run(c, a, aux);
-  }
-
- private:
-  Derived& self() { return static_cast<Derived&>(*this); }
 };
 
 }  // namespace lockstep::ad

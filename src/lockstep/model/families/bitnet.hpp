@@ -117,12 +117,9 @@ struct BitnetFamily : FamilyLayers<Family::Bitnet, bitnet::Stem, bitnet::Block, 
     }
 
     void backward(bitnet::FfnSubNorm) {
-      e.k_.template backward<ops::RmsNorm>(e.norm(N, F), {.x = a.act.data(),
-                                                          .w = e.P(p.sub2_w),
-                                                          .rstd = a.sub2_rstd.data(),
-                                                          .dy = s.dsub2.data(),
-                                                          .dx = s.dact.data(),
-                                                          .dw = e.G(p.sub2_w)});
+      e.k_.template backward<ops::RmsNorm>(e.norm(N, F), {.x = a.act.data(), .w = e.P(p.sub2_w),
+                                                          .rstd = a.sub2_rstd.data(), .dy = s.dsub2.data(),
+                                                          .dx = s.dact.data(), .dw = e.G(p.sub2_w)});
     }
     void backward(bitnet::Act) {
       e.k_.template backward<ops::ReluSqMul>(
@@ -130,12 +127,9 @@ struct BitnetFamily : FamilyLayers<Family::Bitnet, bitnet::Stem, bitnet::Block, 
           {.gate = a.gate.data(), .up = a.up.data(), .dy = s.dact.data(), .dgate = s.dfc.data(), .dup = s.dup.data()});
     }
     void backward(bitnet::AttnSubNorm) {
-      e.k_.template backward<ops::RmsNorm>(e.norm(N, qd), {.x = a.att.data(),
-                                                           .w = e.P(p.sub1_w),
-                                                           .rstd = a.sub1_rstd.data(),
-                                                           .dy = s.dsub1.data(),
-                                                           .dx = s.datt.data(),
-                                                           .dw = e.G(p.sub1_w)});
+      e.k_.template backward<ops::RmsNorm>(e.norm(N, qd), {.x = a.att.data(), .w = e.P(p.sub1_w),
+                                                           .rstd = a.sub1_rstd.data(), .dy = s.dsub1.data(),
+                                                           .dx = s.datt.data(), .dw = e.G(p.sub1_w)});
     }
   };
 };

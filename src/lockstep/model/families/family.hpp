@@ -98,19 +98,14 @@ struct LmHeadAndLoss {
   }
   // The logits' gradient overwrites the logits (they are not read again).
   void backward(Step<"loss", ops::CrossEntropy>) {
-    e.k_.template backward<ops::CrossEntropy>({e.N_, e.V_}, {.logits = e.s_.logits.data(),
-                                                             .targets = e.targets_,
-                                                             .lse = e.s_.lse.data(),
-                                                             .dloss = e.s_.dloss.data(),
+    e.k_.template backward<ops::CrossEntropy>({e.N_, e.V_}, {.logits = e.s_.logits.data(), .targets = e.targets_,
+                                                             .lse = e.s_.lse.data(), .dloss = e.s_.dloss.data(),
                                                              .dlogits = e.s_.logits.data()});
   }
   void backward(Step<"lm_head", ops::Linear>) {
-    e.k_.template backward<ops::Linear>({e.N_, e.D_, e.V_, false}, {.x = e.s_.hn.data(),
-                                                                    .w = e.P(e.head_),
-                                                                    .dy = e.s_.logits.data(),
-                                                                    .dx = e.s_.dn.data(),
-                                                                    .dw = e.G(e.head_),
-                                                                    .db = nullptr});
+    e.k_.template backward<ops::Linear>({e.N_, e.D_, e.V_, false}, {.x = e.s_.hn.data(), .w = e.P(e.head_),
+                                                                    .dy = e.s_.logits.data(), .dx = e.s_.dn.data(),
+                                                                    .dw = e.G(e.head_), .db = nullptr});
   }
 };
 

@@ -152,11 +152,8 @@ struct Gpt2Family : FamilyLayers<Family::Gpt2, gpt2::Stem, gpt2::Block, gpt2::He
         : e(en), l(layer), a(en.acts_[layer]), p(en.layers_[layer]), s(en.s_), N(en.N_), D(en.D_), F(en.F_) {}
 
     void forward(gpt2::Ln1) {
-      e.k_.template forward<ops::LayerNorm>(e.norm(N, D), {.x = a.x.data(),
-                                                           .gamma = e.P(p.n1_w),
-                                                           .beta = e.P(p.n1_b),
-                                                           .y = a.n1.data(),
-                                                           .mean = a.n1_mean.data(),
+      e.k_.template forward<ops::LayerNorm>(e.norm(N, D), {.x = a.x.data(), .gamma = e.P(p.n1_w), .beta = e.P(p.n1_b),
+                                                           .y = a.n1.data(), .mean = a.n1_mean.data(),
                                                            .rstd = a.n1_rstd.data()});
     }
     void forward(gpt2::CAttn) {
@@ -165,13 +162,8 @@ struct Gpt2Family : FamilyLayers<Family::Gpt2, gpt2::Stem, gpt2::Block, gpt2::He
     }
     void forward(gpt2::Attn) {
       const T* qkv = a.qkv.data();
-      e.k_.template forward<ops::Attention>(e.attention(), {.q = qkv,
-                                                            .ldq = 3 * D,
-                                                            .k = qkv + D,
-                                                            .v = qkv + 2 * D,
-                                                            .ldkv = 3 * D,
-                                                            .o = a.att.data(),
-                                                            .lse = a.lse.data()});
+      e.k_.template forward<ops::Attention>(e.attention(), {.q = qkv, .ldq = 3 * D, .k = qkv + D, .v = qkv + 2 * D,
+                                                            .ldkv = 3 * D, .o = a.att.data(), .lse = a.lse.data()});
     }
     void forward(gpt2::AttnProj) {
       e.k_.template forward<ops::Linear>({N, D, D, true},
@@ -182,11 +174,8 @@ struct Gpt2Family : FamilyLayers<Family::Gpt2, gpt2::Stem, gpt2::Block, gpt2::He
                                               {.a = a.x.data(), .b = s.branch.data(), .y = a.mid.data()});
     }
     void forward(gpt2::Ln2) {
-      e.k_.template forward<ops::LayerNorm>(e.norm(N, D), {.x = a.mid.data(),
-                                                           .gamma = e.P(p.n2_w),
-                                                           .beta = e.P(p.n2_b),
-                                                           .y = a.n2.data(),
-                                                           .mean = a.n2_mean.data(),
+      e.k_.template forward<ops::LayerNorm>(e.norm(N, D), {.x = a.mid.data(), .gamma = e.P(p.n2_w), .beta = e.P(p.n2_b),
+                                                           .y = a.n2.data(), .mean = a.n2_mean.data(),
                                                            .rstd = a.n2_rstd.data()});
     }
     void forward(gpt2::CFc) {
@@ -212,11 +201,8 @@ struct Gpt2Family : FamilyLayers<Family::Gpt2, gpt2::Stem, gpt2::Block, gpt2::He
                                                {.dy = s.dx.data(), .da = s.dx.data(), .db = s.dx.data()});
     }
     void backward(gpt2::MlpProj) {
-      e.k_.template backward<ops::Linear>({N, F, D, true}, {.x = a.act.data(),
-                                                            .w = e.P(p.down_w),
-                                                            .dy = s.dx.data(),
-                                                            .dx = s.dact.data(),
-                                                            .dw = e.G(p.down_w),
+      e.k_.template backward<ops::Linear>({N, F, D, true}, {.x = a.act.data(), .w = e.P(p.down_w), .dy = s.dx.data(),
+                                                            .dx = s.dact.data(), .dw = e.G(p.down_w),
                                                             .db = e.G(p.down_b)});
     }
     void backward(gpt2::Act) {
@@ -224,22 +210,14 @@ struct Gpt2Family : FamilyLayers<Family::Gpt2, gpt2::Stem, gpt2::Block, gpt2::He
                                         a.aux[kAct]);
     }
     void backward(gpt2::CFc) {
-      e.k_.template backward<ops::Linear>({N, D, F, true}, {.x = a.n2.data(),
-                                                            .w = e.P(p.fc_w),
-                                                            .dy = s.dfc.data(),
-                                                            .dx = s.dn.data(),
-                                                            .dw = e.G(p.fc_w),
-                                                            .db = e.G(p.fc_b)});
+      e.k_.template backward<ops::Linear>({N, D, F, true}, {.x = a.n2.data(), .w = e.P(p.fc_w), .dy = s.dfc.data(),
+                                                            .dx = s.dn.data(), .dw = e.G(p.fc_w), .db = e.G(p.fc_b)});
     }
     void backward(gpt2::Ln2) {
-      e.k_.template backward<ops::LayerNorm>(e.norm(N, D), {.x = a.mid.data(),
-                                                            .gamma = e.P(p.n2_w),
-                                                            .mean = a.n2_mean.data(),
-                                                            .rstd = a.n2_rstd.data(),
-                                                            .dy = s.dn.data(),
-                                                            .dx = s.dtmp.data(),
-                                                            .dgamma = e.G(p.n2_w),
-                                                            .dbeta = e.G(p.n2_b)});
+      e.k_.template backward<ops::LayerNorm>(e.norm(N, D), {.x = a.mid.data(), .gamma = e.P(p.n2_w),
+                                                            .mean = a.n2_mean.data(), .rstd = a.n2_rstd.data(),
+                                                            .dy = s.dn.data(), .dx = s.dtmp.data(),
+                                                            .dgamma = e.G(p.n2_w), .dbeta = e.G(p.n2_b)});
       e.k_.add_into(N * D, s.dx.data(), s.dtmp.data());
     }
     void backward(gpt2::Residual1) {
@@ -247,45 +225,27 @@ struct Gpt2Family : FamilyLayers<Family::Gpt2, gpt2::Stem, gpt2::Block, gpt2::He
                                                {.dy = s.dx.data(), .da = s.dx.data(), .db = s.dx.data()});
     }
     void backward(gpt2::AttnProj) {
-      e.k_.template backward<ops::Linear>({N, D, D, true}, {.x = a.att.data(),
-                                                            .w = e.P(p.o_w),
-                                                            .dy = s.dx.data(),
-                                                            .dx = s.datt.data(),
-                                                            .dw = e.G(p.o_w),
-                                                            .db = e.G(p.o_b)});
+      e.k_.template backward<ops::Linear>({N, D, D, true}, {.x = a.att.data(), .w = e.P(p.o_w), .dy = s.dx.data(),
+                                                            .dx = s.datt.data(), .dw = e.G(p.o_w), .db = e.G(p.o_b)});
     }
     void backward(gpt2::Attn) {
       const T* qkv = a.qkv.data();
       T* d = s.dqkv.data();
-      e.k_.template backward<ops::Attention>(e.attention(), {.q = qkv,
-                                                             .ldq = 3 * D,
-                                                             .k = qkv + D,
-                                                             .v = qkv + 2 * D,
-                                                             .ldkv = 3 * D,
-                                                             .o = a.att.data(),
-                                                             .lse = a.lse.data(),
-                                                             .dout = s.datt.data(),
-                                                             .dq = d,
-                                                             .dk = d + D,
+      e.k_.template backward<ops::Attention>(e.attention(), {.q = qkv, .ldq = 3 * D, .k = qkv + D, .v = qkv + 2 * D,
+                                                             .ldkv = 3 * D, .o = a.att.data(), .lse = a.lse.data(),
+                                                             .dout = s.datt.data(), .dq = d, .dk = d + D,
                                                              .dv = d + 2 * D});
     }
     void backward(gpt2::CAttn) {
-      e.k_.template backward<ops::Linear>({N, D, 3 * D, true}, {.x = a.n1.data(),
-                                                                .w = e.P(p.attn_w),
-                                                                .dy = s.dqkv.data(),
-                                                                .dx = s.dn.data(),
-                                                                .dw = e.G(p.attn_w),
-                                                                .db = e.G(p.attn_b)});
+      e.k_.template backward<ops::Linear>({N, D, 3 * D, true}, {.x = a.n1.data(), .w = e.P(p.attn_w),
+                                                                .dy = s.dqkv.data(), .dx = s.dn.data(),
+                                                                .dw = e.G(p.attn_w), .db = e.G(p.attn_b)});
     }
     void backward(gpt2::Ln1) {
-      e.k_.template backward<ops::LayerNorm>(e.norm(N, D), {.x = a.x.data(),
-                                                            .gamma = e.P(p.n1_w),
-                                                            .mean = a.n1_mean.data(),
-                                                            .rstd = a.n1_rstd.data(),
-                                                            .dy = s.dn.data(),
-                                                            .dx = s.dtmp.data(),
-                                                            .dgamma = e.G(p.n1_w),
-                                                            .dbeta = e.G(p.n1_b)});
+      e.k_.template backward<ops::LayerNorm>(e.norm(N, D), {.x = a.x.data(), .gamma = e.P(p.n1_w),
+                                                            .mean = a.n1_mean.data(), .rstd = a.n1_rstd.data(),
+                                                            .dy = s.dn.data(), .dx = s.dtmp.data(),
+                                                            .dgamma = e.G(p.n1_w), .dbeta = e.G(p.n1_b)});
       e.k_.add_into(N * D, s.dx.data(), s.dtmp.data());
     }
   };
@@ -303,13 +263,10 @@ struct Gpt2Family : FamilyLayers<Family::Gpt2, gpt2::Stem, gpt2::Block, gpt2::He
                                                                           .rstd = e.s_.hn_rstd.data()});
     }
     void backward(gpt2::LnF) {
-      e.k_.template backward<ops::LayerNorm>(e.norm(e.N_, e.D_), {.x = e.s_.h.data(),
-                                                                  .gamma = e.P(e.outer_.nf_w),
+      e.k_.template backward<ops::LayerNorm>(e.norm(e.N_, e.D_), {.x = e.s_.h.data(), .gamma = e.P(e.outer_.nf_w),
                                                                   .mean = e.s_.hn_mean.data(),
-                                                                  .rstd = e.s_.hn_rstd.data(),
-                                                                  .dy = e.s_.dn.data(),
-                                                                  .dx = e.s_.dx.data(),
-                                                                  .dgamma = e.G(e.outer_.nf_w),
+                                                                  .rstd = e.s_.hn_rstd.data(), .dy = e.s_.dn.data(),
+                                                                  .dx = e.s_.dx.data(), .dgamma = e.G(e.outer_.nf_w),
                                                                   .dbeta = e.G(e.outer_.nf_b)});
     }
   };

@@ -195,12 +195,8 @@ struct LlamaFamily : FamilyLayers<Family::Llama, llama::Stem, llama::Block, llam
       e.k_.template forward<ops::Rope>(e.rope(e.Hkv_), {.x = s.k.data(), .y = a.kr.data()});
     }
     void forward(At<llama::Attn>) {
-      e.k_.template forward<ops::Attention>(e.attention(), {.q = a.qr.data(),
-                                                            .ldq = qd,
-                                                            .k = a.kr.data(),
-                                                            .v = a.v.data(),
-                                                            .ldkv = kvd,
-                                                            .o = a.att.data(),
+      e.k_.template forward<ops::Attention>(e.attention(), {.q = a.qr.data(), .ldq = qd, .k = a.kr.data(),
+                                                            .v = a.v.data(), .ldkv = kvd, .o = a.att.data(),
                                                             .lse = a.lse.data()});
     }
     void forward(At<llama::OProj>) {
@@ -261,12 +257,8 @@ struct LlamaFamily : FamilyLayers<Family::Llama, llama::Stem, llama::Block, llam
       e.k_.add_into(N * D, s.dn.data(), s.dtmp.data());
     }
     void backward(At<llama::PostNorm>) {
-      e.k_.template backward<ops::RmsNorm>(e.norm(N, D), {.x = a.mid.data(),
-                                                          .w = e.P(p.n2_w),
-                                                          .rstd = a.n2_rstd.data(),
-                                                          .dy = s.dn.data(),
-                                                          .dx = s.dtmp.data(),
-                                                          .dw = e.G(p.n2_w)});
+      e.k_.template backward<ops::RmsNorm>(e.norm(N, D), {.x = a.mid.data(), .w = e.P(p.n2_w), .rstd = a.n2_rstd.data(),
+                                                          .dy = s.dn.data(), .dx = s.dtmp.data(), .dw = e.G(p.n2_w)});
       e.k_.add_into(N * D, s.dx.data(), s.dtmp.data());
     }
     void backward(At<llama::Residual1>) {
@@ -278,16 +270,10 @@ struct LlamaFamily : FamilyLayers<Family::Llama, llama::Stem, llama::Block, llam
                                                 s.d_oproj_in().data(), e.G(p.o_w), a.aux[kO]);
     }
     void backward(At<llama::Attn>) {
-      e.k_.template backward<ops::Attention>(e.attention(), {.q = a.qr.data(),
-                                                             .ldq = qd,
-                                                             .k = a.kr.data(),
-                                                             .v = a.v.data(),
-                                                             .ldkv = kvd,
-                                                             .o = a.att.data(),
-                                                             .lse = a.lse.data(),
-                                                             .dout = s.datt.data(),
-                                                             .dq = s.dqr.data(),
-                                                             .dk = s.dkr.data(),
+      e.k_.template backward<ops::Attention>(e.attention(), {.q = a.qr.data(), .ldq = qd, .k = a.kr.data(),
+                                                             .v = a.v.data(), .ldkv = kvd, .o = a.att.data(),
+                                                             .lse = a.lse.data(), .dout = s.datt.data(),
+                                                             .dq = s.dqr.data(), .dk = s.dkr.data(),
                                                              .dv = s.dv.data()});
     }
     void backward(At<llama::RopeK>) {
@@ -312,12 +298,8 @@ struct LlamaFamily : FamilyLayers<Family::Llama, llama::Stem, llama::Block, llam
       e.k_.add_into(N * D, s.dn.data(), s.dtmp.data());
     }
     void backward(At<llama::InputNorm>) {
-      e.k_.template backward<ops::RmsNorm>(e.norm(N, D), {.x = a.x.data(),
-                                                          .w = e.P(p.n1_w),
-                                                          .rstd = a.n1_rstd.data(),
-                                                          .dy = s.dn.data(),
-                                                          .dx = s.dtmp.data(),
-                                                          .dw = e.G(p.n1_w)});
+      e.k_.template backward<ops::RmsNorm>(e.norm(N, D), {.x = a.x.data(), .w = e.P(p.n1_w), .rstd = a.n1_rstd.data(),
+                                                          .dy = s.dn.data(), .dx = s.dtmp.data(), .dw = e.G(p.n1_w)});
       e.k_.add_into(N * D, s.dx.data(), s.dtmp.data());
     }
   };
@@ -332,12 +314,9 @@ struct LlamaFamily : FamilyLayers<Family::Llama, llama::Stem, llama::Block, llam
           {.x = e.head_input(), .w = e.P(e.outer_.nf_w), .y = e.s_.hn.data(), .rstd = e.s_.hn_rstd.data()});
     }
     void backward(llama::Norm) {
-      e.k_.template backward<ops::RmsNorm>(e.norm(e.N_, e.D_), {.x = e.s_.h.data(),
-                                                                .w = e.P(e.outer_.nf_w),
-                                                                .rstd = e.s_.hn_rstd.data(),
-                                                                .dy = e.s_.dn.data(),
-                                                                .dx = e.s_.dx.data(),
-                                                                .dw = e.G(e.outer_.nf_w)});
+      e.k_.template backward<ops::RmsNorm>(e.norm(e.N_, e.D_), {.x = e.s_.h.data(), .w = e.P(e.outer_.nf_w),
+                                                                .rstd = e.s_.hn_rstd.data(), .dy = e.s_.dn.data(),
+                                                                .dx = e.s_.dx.data(), .dw = e.G(e.outer_.nf_w)});
     }
   };
   template <class E>
