@@ -11,9 +11,11 @@
 //   4  a backward chain with a step the forward does not have
 //   5  a forward that names the same place twice
 //   6  a listed step the layer implementation has no handler for
+//   7  a kernel set without an op's backward (model/kernel_set.hpp)
 #include "lockstep/model/families/bitnet.hpp"
 #include "lockstep/model/families/gpt2.hpp"
 #include "lockstep/model/families/llama.hpp"
+#include "lockstep/model/kernel_set.hpp"
 #include "lockstep/model/layers.hpp"
 
 #ifndef CASE
@@ -52,7 +54,18 @@ struct Runner {
   void backward(A) { ++ran; }
 };
 
+// A kernel set with GELU's forward; its backward only where GELU_BACKWARD.
+struct GeluKernels {
+  struct Aux {};
+  void run(const ops::ElementwiseConfig&, const ops::Gelu::FwdArgs<float>&, Aux&) {}
 #if CASE == 0
+  void run(const ops::ElementwiseConfig&, const ops::Gelu::BwdArgs<float>&, Aux&) {}
+#endif
+};
+using GeluOnly = m::Layer<m::Forward<C>, m::Backward<C>>;
+
+#if CASE == 0
+static_assert(m::KernelSet<GeluKernels, float, GeluOnly>);
 // The model's own lists are complete (forming them checks the concept).
 static_assert(m::BackwardChainCoversForward<m::gpt2::Block::forward_steps, m::gpt2::Block::backward_steps>);
 static_assert(m::gpt2::Block::missing == 0 && m::llama::Block::missing == 0 && m::bitnet::Block::missing == 0);
@@ -93,4 +106,6 @@ int run() {
   m::run_forward<WithUnhandled>(r, [](std::string_view, std::string_view) {});
   return r.ran;
 }
+#elif CASE == 7
+static_assert(m::KernelSet<GeluKernels, float, GeluOnly>);
 #endif

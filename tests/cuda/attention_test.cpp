@@ -48,7 +48,7 @@ TEST(CudaAttention, GatesPassBitForBit) {
   lc::gate::Options opt;
   opt.seed = 7;
   opt.dirty_pass = true;
-  const auto cases = lc::gate::attention_cases();
+  const auto cases = lc::gate::cases_of({"attention"});
   const auto outcomes = lc::gate::run_gates(cases, opt);
   std::map<std::string, Tally> by;
   int shown = 0;
@@ -82,7 +82,7 @@ TEST(CudaAttention, DropScaleMutantIsRefused) {
   opt.seed = 11;
   opt.dirty_pass = false;
   lc::set_mutant(lc::Mutant::attention_drop_scale);
-  const auto outcomes = lc::gate::run_gates(lc::gate::attention_cases(), opt);
+  const auto outcomes = lc::gate::run_gates(lc::gate::cases_of({"attention"}), opt);
   lc::set_mutant(lc::Mutant::none);
   int refused = 0;
   std::string first;
@@ -97,7 +97,7 @@ TEST(CudaAttention, DropScaleMutantIsRefused) {
   EXPECT_GT(refused, static_cast<int>(outcomes.size()) / 2);
   // The clean kernels pass again once the mutant is gone.
   opt.only = {"attention_fwd"};
-  for (const auto& o : lc::gate::run_gates(lc::gate::attention_cases(), opt))
+  for (const auto& o : lc::gate::run_gates(lc::gate::cases_of({"attention"}), opt))
     EXPECT_EQ(o.difference, "") << o.shape;
 }
 
@@ -124,9 +124,12 @@ TEST(CudaAttention, Gpt2ShapeTimedAndBitIdentical) {
   const float* q = X.data();
   const float* k = X.data() + D;
   const float* v = X.data() + 2 * D;
-  auto fwd = [&] { gpu.attention_fwd(c, q, ld, k, v, ld, O.data(), L.data()); };
+  auto fwd = [&] {
+    gpu.forward<ops::Attention>(c, {.q = q, .ldq = ld, .k = k, .v = v, .ldkv = ld, .o = O.data(), .lse = L.data()});
+  };
   auto bwd = [&] {
-    gpu.attention_bwd(c, q, ld, k, v, ld, O.data(), L.data(), DO.data(), G.data(), G.data() + D, G.data() + 2 * D);
+    gpu.backward<ops::Attention>(c, {.q = q, .ldq = ld, .k = k, .v = v, .ldkv = ld, .o = O.data(), .lse = L.data(),
+                                     .dout = DO.data(), .dq = G.data(), .dk = G.data() + D, .dv = G.data() + 2 * D});
   };
   // The backward's other path: dq recomputes dS (scratch holds D_i only),
   // straight through the launcher.
@@ -201,12 +204,14 @@ TEST(CudaAttention, Gpt2ShapeTimedAndBitIdentical) {
   lockstep::cpu::OpKernels cpu;
   cpu.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::vector<float> o(N * D), lse(B * H * T), g(N * ld, 0.0f);
-  cpu.attention_fwd(c, x.data(), ld, x.data() + D, x.data() + 2 * D, ld, o.data(), lse.data());
+  cpu.forward<ops::Attention>(c, {.q = x.data(), .ldq = ld, .k = x.data() + D, .v = x.data() + 2 * D, .ldkv = ld,
+                                  .o = o.data(), .lse = lse.data()});
   EXPECT_EQ(lc::gate::first_difference("o", o, O.download(), D), "");
   EXPECT_EQ(lc::gate::first_difference("lse", lse, L.download(), T), "");
   // The GPU backward ran on the GPU forward's o and lse; equal bits make it the same input.
-  cpu.attention_bwd(c, x.data(), ld, x.data() + D, x.data() + 2 * D, ld, o.data(), lse.data(), dout.data(),
-                    g.data(), g.data() + D, g.data() + 2 * D);
+  cpu.backward<ops::Attention>(c, {.q = x.data(), .ldq = ld, .k = x.data() + D, .v = x.data() + 2 * D, .ldkv = ld,
+                                   .o = o.data(), .lse = lse.data(), .dout = dout.data(), .dq = g.data(),
+                                   .dk = g.data() + D, .dv = g.data() + 2 * D});
   const std::vector<float> gg = G.download();
   EXPECT_EQ(lc::gate::first_difference("dq|dk|dv", g, gg, ld), "");
   // The fused buffer's rows are q|k|v gradients whole (ld = 3·D): both paths

@@ -40,9 +40,11 @@ struct AttentionProblem {
     lse.assign(c.batch * c.q_heads * c.seq, std::numeric_limits<float>::quiet_NaN());
     dqkv.assign(N * ld, std::numeric_limits<float>::quiet_NaN());
     cpu::OpKernels k;
-    k.attention_fwd(c, qkv.data(), ld, qkv.data() + ok, qkv.data() + ov, ld, o.data(), lse.data());
-    k.attention_bwd(c, qkv.data(), ld, qkv.data() + ok, qkv.data() + ov, ld, o.data(), lse.data(), dout.data(),
-                    dqkv.data(), dqkv.data() + ok, dqkv.data() + ov);
+    k.forward<ops::Attention>(c, {.q = qkv.data(), .ldq = ld, .k = qkv.data() + ok, .v = qkv.data() + ov, .ldkv = ld,
+                                  .o = o.data(), .lse = lse.data()});
+    k.backward<ops::Attention>(c, {.q = qkv.data(), .ldq = ld, .k = qkv.data() + ok, .v = qkv.data() + ov, .ldkv = ld,
+                                   .o = o.data(), .lse = lse.data(), .dout = dout.data(), .dq = dqkv.data(),
+                                   .dk = dqkv.data() + ok, .dv = dqkv.data() + ov});
   }
   // Offsets into dqkv of dq[b, i, h, d] and of dk/dv[b, j, g, d].
   std::size_t dq_at(std::size_t b, std::size_t i, std::size_t h, std::size_t d) const {
@@ -68,7 +70,7 @@ struct BitLinearProblem {
     y.assign(N * M, std::numeric_limits<float>::quiet_NaN());
     cpu::OpKernels kern;
     cpu::Aux aux;
-    kern.bitlinear_fwd({N, K, M}, x.data(), w.data(), y.data(), aux);
+    kern.forward<ops::BitLinear>({N, K, M}, {.x = x.data(), .w = w.data(), .y = y.data()}, aux);
     scale = aux.s;
   }
 };

@@ -6,11 +6,12 @@
 //
 // The GEMM has several kernels (gemm.cu's 128×128 and 64×64 tiles, the
 // shape-fitted tiles of gemm_tiled.cu) and the launcher plants a gemm mutant
-// in whichever the tile rule picks. So each gemm mutant is also run with every
-// tiled kernel forced (gemm_tile_override), on the linear gate cases whose
-// products all take 16-byte loads and on those that take scalar loads, and on
-// the gate case the rule itself sends to a tiled kernel; the launch counts
-// (gemm_tile_launches) show which kernel ran.
+// in whichever the tile rule picks. The gate driver runs the small linear
+// cases once per block tile, forced (Case::tile, gemm_tile_override); so each
+// gemm mutant is also checked in every tiled kernel, on the forced linear
+// cases whose products all take 16-byte loads and on those that take scalar
+// loads, and on the gate cases the rule itself sends to a tiled kernel; the
+// launch counts (gemm_tile_launches) show which kernel ran.
 //
 // The optimizer mutants (AdamW's decay flag ignored, the clip's epsilon
 // dropped, the clip applied above 1) are rejected by the optimizer's cases
@@ -49,10 +50,10 @@ std::vector<lc::gate::Case> family_cases(Mutant m) {
     case Mutant::gemm_assign_not_accumulate:
     case Mutant::gemm_no_bounds_guard:
     case Mutant::gemm_skip_last_column:
-    case Mutant::gemm_missing_barrier: return lc::gate::linear_cases();
-    case Mutant::attention_drop_scale: return lc::gate::attention_cases();
-    case Mutant::residual_flush_negative_zero:
-    case Mutant::layernorm_fused_mul_add: return lc::gate::pointwise_cases();
+    case Mutant::gemm_missing_barrier: return lc::gate::cases_of({"linear", "bitlinear"});
+    case Mutant::attention_drop_scale: return lc::gate::cases_of({"attention"});
+    case Mutant::residual_flush_negative_zero: return lc::gate::cases_of({"residual"});
+    case Mutant::layernorm_fused_mul_add: return lc::gate::cases_of({"layernorm"});
     case Mutant::adamw_decay_every_tensor:
     case Mutant::clip_without_epsilon:
     case Mutant::clip_scales_up: return lc::gate::train_cases();
@@ -190,12 +191,6 @@ const std::vector<Mutant>& gemm_mutants() {
   return m;
 }
 
-// Forces one block tile for one scope; back to the rule on the way out.
-struct ScopedTile {
-  explicit ScopedTile(int t) { ll::gemm_tile_override(t); }
-  ~ScopedTile() { ll::gemm_tile_override(0); }
-};
-
 // The tiled kernels' override numbers (gemm_tiled.cu).
 std::vector<int> tiled_tiles() {
   std::vector<int> t;
@@ -209,22 +204,22 @@ std::vector<int> tiled_tiles() {
 struct LinearShape {
   std::size_t rows = 0, in = 0, out = 0;
 };
-// gate_linear.cpp's shape text: "rows R in I out O[ ...]".
+// ops::Linear::gate_cases()' shape text: "rows R in I out O[ ...]".
 bool parse_shape(const std::string& s, LinearShape& d) {
   return std::sscanf(s.c_str(), "rows %zu in %zu out %zu", &d.rows, &d.in, &d.out) == 3;
 }
 
-// The small linear_fwd/linear_bwd gate cases, split by load path: `vec` where
-// in and out are multiples of 4 (every product of the case takes 16-byte loads
-// on both operands), `scalar` otherwise.
+// The linear_fwd/linear_bwd gate cases that force block tile t, split by load
+// path: `vec` where in and out are multiples of 4 (every product of the case
+// takes 16-byte loads on both operands), `scalar` otherwise.
 struct LinearGroups {
   std::vector<lc::gate::Case> vec, scalar;
 };
-LinearGroups small_linear_cases() {
+LinearGroups forced_linear_cases(int t) {
   LinearGroups g;
-  for (const auto& c : lc::gate::linear_cases()) {
+  for (const auto& c : lc::gate::cases_of({"linear"})) {
     LinearShape d;
-    if ((c.kernel != "linear_fwd" && c.kernel != "linear_bwd") || !parse_shape(c.shape, d) || d.rows > 300) continue;
+    if (c.tile != t || !parse_shape(c.shape, d)) continue;
     (d.in % 4 == 0 && d.out % 4 == 0 ? g.vec : g.scalar).push_back(c);
   }
   return g;
@@ -265,11 +260,13 @@ TEST(CudaGateMutants, CleanTiledKernelsPassTheLinearGates) {
   std::string why;
   if (!lc::available(&why)) GTEST_SKIP() << why;
   ScopedMutant none(Mutant::none);
-  const LinearGroups groups = small_linear_cases();
-  ASSERT_FALSE(groups.vec.empty());
-  ASSERT_FALSE(groups.scalar.empty());
+  std::size_t vec = 0, scalar = 0;
   for (int t : tiled_tiles()) {
-    ScopedTile tile(t);
+    const LinearGroups groups = forced_linear_cases(t);
+    ASSERT_FALSE(groups.vec.empty()) << "tile " << t;
+    ASSERT_FALSE(groups.scalar.empty()) << "tile " << t;
+    vec = groups.vec.size();
+    scalar = groups.scalar.size();
     ll::gemm_tile_launches_reset();
     for (const auto* cases : {&groups.vec, &groups.scalar})
       for (const auto& o : lc::gate::run_gates(*cases, {}))
@@ -279,7 +276,7 @@ TEST(CudaGateMutants, CleanTiledKernelsPassTheLinearGates) {
     EXPECT_EQ(launches_other_than({t}), 0) << "tile " << t << " forced, launches: " << launch_summary();
   }
   std::printf("clean tiled kernels %zu forced: %zu + %zu small linear cases x 2 passes each, all pass\n",
-              tiled_tiles().size(), groups.vec.size(), groups.scalar.size());
+              tiled_tiles().size(), vec, scalar);
 }
 
 class CudaGemmMutantTiled : public ::testing::TestWithParam<Mutant> {};
@@ -290,16 +287,15 @@ TEST_P(CudaGemmMutantTiled, IsRejectedInEveryTiledKernel) {
   std::string why;
   if (!lc::available(&why)) GTEST_SKIP() << why;
   const Mutant m = GetParam();
-  const LinearGroups groups = small_linear_cases();
   lc::gate::Options clean_only;
   clean_only.dirty_pass = false;
   for (int t : tiled_tiles())
     for (int v = 0; v < 2; ++v) {
+      const LinearGroups groups = forced_linear_cases(t);
       const auto& cases = v == 0 ? groups.vec : groups.scalar;
       std::vector<lc::gate::Outcome> outcomes;
       ll::gemm_tile_launches_reset();
       {
-        ScopedTile tile(t);
         ScopedMutant on(m);
         outcomes = lc::gate::run_gates(cases, clean_only);
       }
@@ -327,13 +323,13 @@ TEST_P(CudaGemmMutantTiled, IsRejectedWhereTheRulePicksATiledKernel) {
   if (!lc::available(&why)) GTEST_SKIP() << why;
   const Mutant m = GetParam();
   std::vector<lc::gate::Case> cases;
-  for (const auto& c : lc::gate::linear_cases()) {
+  for (const auto& c : lc::gate::cases_of({"linear", "bitlinear"})) {
     LinearShape d;
-    if ((c.kernel == "linear_fwd" || c.kernel == "bitlinear_fwd") && parse_shape(c.shape, d) &&
+    if ((c.kernel == "linear_fwd" || c.kernel == "bitlinear_fwd") && c.tile == 0 && parse_shape(c.shape, d) &&
         (d.rows == 512 || d.rows == 516))
       cases.push_back(c);
   }
-  ASSERT_FALSE(cases.empty()) << "gate_linear.cpp has no rows-512/516 forward case any more";
+  ASSERT_FALSE(cases.empty()) << "the linear gate cases have no rows-512/516 forward case any more";
   lc::gate::Options clean_only;
   clean_only.dirty_pass = false;
   std::vector<lc::gate::Outcome> outcomes;

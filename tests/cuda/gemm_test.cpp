@@ -4,7 +4,7 @@
 // special values (signed zeros, subnormal products that round to -0, inf,
 // NaN), padded output rows (nothing outside the matrix written), a few large
 // shapes, each under every block tile and the launcher's choice; then
-// linear/BitLinear through their gates (gate_linear.cpp).
+// linear/BitLinear through their gates (gate_driver.cpp, ops/linear.hpp's gate cases).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -225,7 +225,7 @@ TEST(CudaGemm, ColumnSumsMatchCpuChain) {
 
 TEST(CudaGemm, LinearGatesPass) {
   REQUIRE_DEVICE();
-  const auto cases = lc::gate::linear_cases();
+  const auto cases = lc::gate::cases_of({"linear", "bitlinear"});
   const auto outcomes = lc::gate::run_gates(cases, {});
   int failed = 0;
   double seconds = 0;

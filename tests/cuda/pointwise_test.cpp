@@ -1,5 +1,5 @@
 // The pointwise kernel family on the device (label gpu):
-//   * every gate case of gate::pointwise_cases() passes, clean and on a
+//   * every gate case of pointwise_cases() passes, clean and on a
 //     poisoned allocator (bit-identical to cpu::OpKernels);
 //   * the gates reject the family's known kernel bugs (mutant.hpp);
 //   * at GPT-2 124M training shapes (B 16, T 1024, D 768, F 3072, V 50257)
@@ -44,11 +44,17 @@ std::uint64_t seed() {
   return s;
 }
 
+// The gate cases of the pointwise kernel family (ops_pointwise.cpp).
+std::vector<gate::Case> pointwise_cases() {
+  return gate::cases_of({"embedding", "positions", "layernorm", "rmsnorm", "gelu", "swiglu", "relu2_mul", "residual",
+                         "rope", "cross_entropy", "add_into"});
+}
+
 }  // namespace
 
 TEST(CudaPointwise, EveryGateCasePassesCleanAndPoisoned) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
-  const auto cases = gate::pointwise_cases();
+  const auto cases = pointwise_cases();
   gate::Options opt;
   opt.seed = seed();
   const auto outcomes = gate::run_gates(cases, opt);
@@ -73,7 +79,7 @@ TEST(CudaPointwise, EveryGateCasePassesCleanAndPoisoned) {
 
 TEST(CudaPointwise, GatesRejectTheFamilysMutants) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
-  const auto cases = gate::pointwise_cases();
+  const auto cases = pointwise_cases();
   struct M {
     cu::Mutant m;
     const char* kernel;
@@ -186,19 +192,27 @@ TEST(CudaPointwise, Gpt2ShapesMatchTheCpuAndTimings) {
     cu::DeviceBuffer<float> d_y(N * D), d_y2(N * D), d_dwte(V * D), d_dx(N * D), d_dwpe(T * D);
     const ops::Embedding::Config ec{N, V, D};
     const ops::LearnedPositions::Config pc{B, T, D, T, 0};
-    report("embedding_fwd", "N x D", timer.ms([&] { g.embedding_fwd(ec, d_ids.data(), d_wte.data(), d_y.data()); }),
+    report("embedding_fwd", "N x D", timer.ms([&] {
+      g.forward<ops::Embedding>(ec, {.ids = d_ids.data(), .wte = d_wte.data(), .y = d_y.data()});
+    }),
            f4 * 2 * N * D);
-    report("positions_fwd", "N x D", timer.ms([&] { g.positions_fwd(pc, d_y.data(), d_wpe.data(), d_y2.data()); }),
+    report("positions_fwd", "N x D", timer.ms([&] {
+      g.forward<ops::LearnedPositions>(pc, {.x = d_y.data(), .wpe = d_wpe.data(), .y = d_y2.data()});
+    }),
            f4 * 3 * N * D);
-    report("embedding_bwd", "N x D -> V x D",
-           timer.ms([&] { g.embedding_bwd(ec, d_ids.data(), d_dy.data(), d_dwte.data()); }), f4 * (N * D + V * D));
-    report("positions_bwd", "N x D -> T x D",
-           timer.ms([&] { g.positions_bwd(pc, d_dy.data(), d_dx.data(), d_dwpe.data()); }), f4 * (3 * N * D + T * D));
+    report("embedding_bwd", "N x D -> V x D", timer.ms([&] {
+      g.backward<ops::Embedding>(ec, {.ids = d_ids.data(), .dy = d_dy.data(), .dwte = d_dwte.data()});
+    }),
+           f4 * (N * D + V * D));
+    report("positions_bwd", "N x D -> T x D", timer.ms([&] {
+      g.backward<ops::LearnedPositions>(pc, {.dy = d_dy.data(), .dx = d_dx.data(), .dwpe = d_dwpe.data()});
+    }),
+           f4 * (3 * N * D + T * D));
     std::vector<float> dwte(V * D), dx(N * D), dwpe(T * D), y(N * D), y2(N * D);
-    c.embedding_bwd(ec, ids.data(), dy.data(), dwte.data());
-    c.positions_bwd(pc, dy.data(), dx.data(), dwpe.data());
-    c.embedding_fwd(ec, ids.data(), wte.data(), y.data());
-    c.positions_fwd(pc, y.data(), wpe.data(), y2.data());
+    c.backward<ops::Embedding>(ec, {.ids = ids.data(), .dy = dy.data(), .dwte = dwte.data()});
+    c.backward<ops::LearnedPositions>(pc, {.dy = dy.data(), .dx = dx.data(), .dwpe = dwpe.data()});
+    c.forward<ops::Embedding>(ec, {.ids = ids.data(), .wte = wte.data(), .y = y.data()});
+    c.forward<ops::LearnedPositions>(pc, {.x = y.data(), .wpe = wpe.data(), .y = y2.data()});
     EXPECT_EQ(differing(dwte, d_dwte.download()), 0u) << "embedding_bwd";
     EXPECT_EQ(differing(dwpe, d_dwpe.download()), 0u) << "positions_bwd";
     EXPECT_EQ(differing(y2, d_y2.download()), 0u) << "embedding_fwd + positions_fwd";
@@ -211,42 +225,54 @@ TEST(CudaPointwise, Gpt2ShapesMatchTheCpuAndTimings) {
     cu::DeviceBuffer<float> d_y(N * D), d_mean(N), d_rstd(N), d_dx(N * D), d_dg(D), d_db(D);
     const ops::NormConfig nc{N, D, 1e-5};
     report("layernorm_fwd", "N x D", timer.ms([&] {
-             g.layernorm_fwd(nc, d_x.data(), d_g.data(), d_b.data(), d_y.data(), d_mean.data(), d_rstd.data());
-           }),
+      g.forward<ops::LayerNorm>(nc, {.x = d_x.data(), .gamma = d_g.data(), .beta = d_b.data(), .y = d_y.data(),
+                                     .mean = d_mean.data(), .rstd = d_rstd.data()});
+    }),
            f4 * 2 * N * D);
     report("layernorm_bwd", "N x D", timer.ms([&] {
-             g.layernorm_bwd(nc, d_x.data(), d_g.data(), d_mean.data(), d_rstd.data(), d_dy.data(), d_dx.data(),
-                             d_dg.data(), d_db.data());
-           }),
+      g.backward<ops::LayerNorm>(nc, {.x = d_x.data(), .gamma = d_g.data(), .mean = d_mean.data(),
+                                      .rstd = d_rstd.data(), .dy = d_dy.data(), .dx = d_dx.data(),
+                                      .dgamma = d_dg.data(), .dbeta = d_db.data()});
+    }),
            f4 * 3 * N * D);
     std::vector<float> y(N * D), mean(N), rstd(N), dx(N * D), dg(D), db(D);
-    c.layernorm_fwd(nc, x.data(), gam.data(), bet.data(), y.data(), mean.data(), rstd.data());
-    c.layernorm_bwd(nc, x.data(), gam.data(), mean.data(), rstd.data(), dy.data(), dx.data(), dg.data(), db.data());
+    c.forward<ops::LayerNorm>(nc, {.x = x.data(), .gamma = gam.data(), .beta = bet.data(), .y = y.data(),
+                                   .mean = mean.data(), .rstd = rstd.data()});
+    c.backward<ops::LayerNorm>(nc, {.x = x.data(), .gamma = gam.data(), .mean = mean.data(), .rstd = rstd.data(),
+                                    .dy = dy.data(), .dx = dx.data(), .dgamma = dg.data(), .dbeta = db.data()});
     EXPECT_EQ(differing(y, d_y.download()) + differing(mean, d_mean.download()) + differing(rstd, d_rstd.download()),
               0u)
         << "layernorm_fwd";
     EXPECT_EQ(differing(dx, d_dx.download()) + differing(dg, d_dg.download()) + differing(db, d_db.download()), 0u)
         << "layernorm_bwd";
-    report("rmsnorm_fwd", "N x D",
-           timer.ms([&] { g.rmsnorm_fwd(nc, d_x.data(), d_g.data(), d_y.data(), d_rstd.data()); }), f4 * 2 * N * D);
+    report("rmsnorm_fwd", "N x D", timer.ms([&] {
+      g.forward<ops::RmsNorm>(nc, {.x = d_x.data(), .w = d_g.data(), .y = d_y.data(), .rstd = d_rstd.data()});
+    }),
+           f4 * 2 * N * D);
     report("rmsnorm_bwd", "N x D", timer.ms([&] {
-             g.rmsnorm_bwd(nc, d_x.data(), d_g.data(), d_rstd.data(), d_dy.data(), d_dx.data(), d_dg.data());
-           }),
+      g.backward<ops::RmsNorm>(nc, {.x = d_x.data(), .w = d_g.data(), .rstd = d_rstd.data(), .dy = d_dy.data(),
+                                    .dx = d_dx.data(), .dw = d_dg.data()});
+    }),
            f4 * 3 * N * D);
-    c.rmsnorm_fwd(nc, x.data(), gam.data(), y.data(), rstd.data());
-    c.rmsnorm_bwd(nc, x.data(), gam.data(), rstd.data(), dy.data(), dx.data(), dg.data());
+    c.forward<ops::RmsNorm>(nc, {.x = x.data(), .w = gam.data(), .y = y.data(), .rstd = rstd.data()});
+    c.backward<ops::RmsNorm>(
+        nc, {.x = x.data(), .w = gam.data(), .rstd = rstd.data(), .dy = dy.data(), .dx = dx.data(), .dw = dg.data()});
     EXPECT_EQ(differing(y, d_y.download()) + differing(rstd, d_rstd.download()), 0u) << "rmsnorm_fwd";
     EXPECT_EQ(differing(dx, d_dx.download()) + differing(dg, d_dg.download()), 0u) << "rmsnorm_bwd";
     const ops::ElementwiseConfig ec{N * D};
-    report("residual_fwd", "N x D", timer.ms([&] { g.residual_fwd(ec, d_x.data(), d_dy.data(), d_y.data()); }),
+    report("residual_fwd", "N x D",
+           timer.ms([&] { g.forward<ops::ResidualAdd>(ec, {.a = d_x.data(), .b = d_dy.data(), .y = d_y.data()}); }),
            f4 * 3 * N * D);
-    report("residual_bwd", "N x D (2 copies)",
-           timer.ms([&] { g.residual_bwd(ec, d_dy.data(), d_dx.data(), d_y.data()); }), f4 * 4 * N * D);
+    report("residual_bwd", "N x D (2 copies)", timer.ms([&] {
+      g.backward<ops::ResidualAdd>(ec, {.dy = d_dy.data(), .da = d_dx.data(), .db = d_y.data()});
+    }),
+           f4 * 4 * N * D);
     report("add_into", "N x D", timer.ms([&] { g.add_into(N * D, d_y.data(), d_x.data()); }), f4 * 3 * N * D);
     const ops::Rope::Config rc{B, T, 12, 64, 10000.0, ops::RopeLayout::rotate_half, 0};
-    report("rope_fwd", "B T 12 heads x 64", timer.ms([&] { g.rope_fwd(rc, d_x.data(), d_y.data()); }), f4 * 2 * N * D);
-    report("rope_bwd", "B T 12 heads x 64", timer.ms([&] { g.rope_bwd(rc, d_dy.data(), d_dx.data()); }),
-           f4 * 2 * N * D);
+    report("rope_fwd", "B T 12 heads x 64",
+           timer.ms([&] { g.forward<ops::Rope>(rc, {.x = d_x.data(), .y = d_y.data()}); }), f4 * 2 * N * D);
+    report("rope_bwd", "B T 12 heads x 64",
+           timer.ms([&] { g.backward<ops::Rope>(rc, {.dy = d_dy.data(), .dx = d_dx.data()}); }), f4 * 2 * N * D);
   }
 
   // Activations on N x F.
@@ -256,28 +282,34 @@ TEST(CudaPointwise, Gpt2ShapesMatchTheCpuAndTimings) {
     cu::DeviceBuffer<float> d_y(N * F), d_d1(N * F), d_d2(N * F);
     cu::Aux aux;
     const ops::ElementwiseConfig ec{N * F};
-    report("gelu_fwd", "N x F", timer.ms([&] { g.gelu_fwd(ec, d_a.data(), d_y.data(), aux); }), f4 * 3 * N * F);
-    report("gelu_bwd", "N x F", timer.ms([&] { g.gelu_bwd(ec, d_a.data(), d_dy.data(), d_d1.data(), aux); }),
+    report("gelu_fwd", "N x F", timer.ms([&] { g.forward<ops::Gelu>(ec, {.x = d_a.data(), .y = d_y.data()}, aux); }),
+           f4 * 3 * N * F);
+    report("gelu_bwd", "N x F",
+           timer.ms([&] { g.backward<ops::Gelu>(ec, {.x = d_a.data(), .dy = d_dy.data(), .dx = d_d1.data()}, aux); }),
            f4 * 4 * N * F);
     {
       std::vector<float> y(N * F), dx(N * F);
       lockstep::cpu::Aux caux;
-      c.gelu_fwd(ec, a.data(), y.data(), caux);
-      c.gelu_bwd(ec, a.data(), dy.data(), dx.data(), caux);
+      c.forward<ops::Gelu>(ec, {.x = a.data(), .y = y.data()}, caux);
+      c.backward<ops::Gelu>(ec, {.x = a.data(), .dy = dy.data(), .dx = dx.data()}, caux);
       EXPECT_EQ(differing(y, d_y.download()) + differing(caux.a, aux.a.download()), 0u) << "gelu_fwd";
       EXPECT_EQ(differing(dx, d_d1.download()), 0u) << "gelu_bwd";
     }
-    report("swiglu_fwd", "N x F", timer.ms([&] { g.swiglu_fwd(ec, d_a.data(), d_b.data(), d_y.data(), aux); }),
+    report("swiglu_fwd", "N x F",
+           timer.ms([&] { g.forward<ops::SwiGlu>(ec, {.gate = d_a.data(), .up = d_b.data(), .y = d_y.data()}, aux); }),
            f4 * 4 * N * F);
     report("swiglu_bwd", "N x F", timer.ms([&] {
-             g.swiglu_bwd(ec, d_a.data(), d_b.data(), d_dy.data(), d_d1.data(), d_d2.data(), aux);
-           }),
+      g.backward<ops::SwiGlu>(
+          ec, {.gate = d_a.data(), .up = d_b.data(), .dy = d_dy.data(), .dgate = d_d1.data(), .dup = d_d2.data()}, aux);
+    }),
            f4 * 6 * N * F);
-    report("relu2mul_fwd", "N x F", timer.ms([&] { g.relu2mul_fwd(ec, d_a.data(), d_b.data(), d_y.data(), aux); }),
+    report("relu2mul_fwd", "N x F",
+           timer.ms([&] { g.forward<ops::ReluSqMul>(ec, {.gate = d_a.data(), .up = d_b.data(), .y = d_y.data()}); }),
            f4 * 3 * N * F);
     report("relu2mul_bwd", "N x F", timer.ms([&] {
-             g.relu2mul_bwd(ec, d_a.data(), d_b.data(), d_dy.data(), d_d1.data(), d_d2.data(), aux);
-           }),
+      g.backward<ops::ReluSqMul>(
+          ec, {.gate = d_a.data(), .up = d_b.data(), .dy = d_dy.data(), .dgate = d_d1.data(), .dup = d_d2.data()});
+    }),
            f4 * 5 * N * F);
   }
 
@@ -293,14 +325,25 @@ TEST(CudaPointwise, Gpt2ShapesMatchTheCpuAndTimings) {
     cu::DeviceBuffer<float> d_loss(N), d_lse(N), d_dz(N * V);
     const ops::CrossEntropy::Config cc{N, V};
     report("ce_fwd", "N x V",
-           timer.ms([&] { g.ce_fwd(cc, d_z.data(), d_t.data(), d_loss.data(), d_lse.data()); }, 3), f4 * N * V);
-    report("ce_bwd", "N x V", timer.ms([&] {
-             g.ce_bwd(cc, d_z.data(), d_t.data(), d_lse.data(), d_dl.data(), d_dz.data());
-           }, 3),
+           timer.ms(
+               [&] {
+                 g.forward<ops::CrossEntropy>(
+                     cc, {.logits = d_z.data(), .targets = d_t.data(), .loss = d_loss.data(), .lse = d_lse.data()});
+               },
+               3),
+           f4 * N * V);
+    report("ce_bwd", "N x V",
+           timer.ms(
+               [&] {
+                 g.backward<ops::CrossEntropy>(cc, {.logits = d_z.data(), .targets = d_t.data(), .lse = d_lse.data(),
+                                                    .dloss = d_dl.data(), .dlogits = d_dz.data()});
+               },
+               3),
            f4 * 2 * N * V);
     std::vector<float> loss(N), lse(N), dz(N * V);
-    c.ce_fwd(cc, z.data(), t.data(), loss.data(), lse.data());
-    c.ce_bwd(cc, z.data(), t.data(), lse.data(), dl.data(), dz.data());
+    c.forward<ops::CrossEntropy>(cc, {.logits = z.data(), .targets = t.data(), .loss = loss.data(), .lse = lse.data()});
+    c.backward<ops::CrossEntropy>(
+        cc, {.logits = z.data(), .targets = t.data(), .lse = lse.data(), .dloss = dl.data(), .dlogits = dz.data()});
     EXPECT_EQ(differing(loss, d_loss.download()) + differing(lse, d_lse.download()), 0u) << "ce_fwd";
     EXPECT_EQ(differing(dz, d_dz.download()), 0u) << "ce_bwd";
   }

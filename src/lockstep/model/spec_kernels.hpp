@@ -7,29 +7,49 @@
 // reference the fast CPU kernels (backend/cpu/ops.hpp) must equal bit for bit
 // in float, and what the whole-model gradient check differentiates in double.
 //
-// Kernel-set interface (shared with the fast set; pointers are row-major
-// arrays with the shapes of the op's Inputs/Outputs; "may alias" is stated
-// where an output may be the same array as an input):
-//   embedding_fwd/bwd, positions_fwd/bwd, linear_fwd/bwd, bitlinear_fwd/bwd,
-//   layernorm_fwd/bwd, rmsnorm_fwd/bwd, gelu_fwd/bwd, swiglu_fwd/bwd,
-//   relu2mul_fwd/bwd, residual_fwd/bwd, rope_fwd/bwd, attention_fwd/bwd,
-//   ce_fwd/bwd, add_into.
+// Kernel-set interface (shared with the fast sets): run(config, args) per op
+// and direction, called by op type through ad::KeyedKernels
+// (ad/kernel_set.hpp); the args are the op's FwdArgs/BwdArgs
+// (ops/kernel_args.hpp: named row-major arrays with the shapes of the op's
+// Inputs/Outputs, and the outputs that may alias an input); add_into. One
+// generic run serves every op whose args carry the spec's tensors by name
+// (x -> Inputs::x, y <- Outputs::y, dy -> the cotangent of y, dx <- the
+// gradient of x): a new op needs nothing here. Attention (strided q/k/v rows)
+// and BitLinear (the gradient check's surrogate modes) have their own.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
 #include <vector>
 
+#include "lockstep/ad/kernel_set.hpp"
 #include "lockstep/model/kernel_aux.hpp"
 #include "lockstep/ops/all.hpp"
 
 namespace lockstep::model {
 
 template <class T>
-class SpecKernels {
+class SpecKernels : public ad::KeyedKernels<SpecKernels<T>, T> {
+  // The op whose FwdArgs<T> or BwdArgs<T> A is (void: none of ops::ModelOps).
+  template <class A, class List = ops::ModelOps>
+  struct OpOf {
+    using type = void;
+  };
+  template <class A, class Op, class... Rest>
+  struct OpOf<A, ad::OpList<Op, Rest...>> {
+    using type = std::conditional_t<std::is_same_v<A, ops::FwdArgsOf<Op, T>> || std::is_same_v<A, ops::BwdArgsOf<Op, T>>,
+                                    Op, typename OpOf<A, ad::OpList<Rest...>>::type>;
+  };
+  template <class A>
+  using OpOfArgs = typename OpOf<A>::type;
+
  public:
   using Index = ops::Index;
+  using Aux = model::Aux;
 
   // BitLinear under the whole-model gradient check. Forward: the op.
   // Record: the op, and its inputs are kept (in call order). Surrogate: the
@@ -45,171 +65,77 @@ class SpecKernels {
     if (quant == Quant::Record) points_.clear();
   }
 
-  void embedding_fwd(const ops::Embedding::Config& c, const Index* ids, const T* wte, T* y) {
-    ops::Embedding::Inputs<T> in{idx({c.tokens}, ids), ten({c.vocab, c.dim}, wte)};
-    put(ops::Embedding::forward<T>(c, in).y, y);
+  // Every other op of ops::ModelOps, by the names of its args: each input
+  // (and, in a backward, each saved value) goes into the spec's Inputs
+  // (Outputs) field of the same name, a backward's cotangent of output `y`
+  // is the args' `dy`; the spec's outputs go to the args' fields of the same
+  // name, the gradient of input `x` to `dx`. A spec input the args do not
+  // carry stays empty (a backward reads only the Config for its shape).
+  template <class C, class A>
+    requires(!std::is_void_v<OpOfArgs<A>>)
+  void run(const C& c, const A& a) {
+    using Op = OpOfArgs<A>;
+    static_assert(std::is_same_v<C, typename Op::Config>);
+    if constexpr (std::is_same_v<A, ops::FwdArgsOf<Op, T>>) {
+      typename Op::template Inputs<T> in;
+      ops::for_each_field(in, [&](std::string_view name, auto& t, ops::Arg) { load(a, c, name, t); });
+      const auto out = Op::template forward<T>(c, in);
+      ops::for_each_field(out, [&](std::string_view name, const auto& t, ops::Arg) { store(a, c, name, t); });
+    } else {
+      typename Op::template Inputs<T> in;
+      typename Op::template Outputs<T> out, dout;
+      ops::for_each_field(in, [&](std::string_view name, auto& t, ops::Arg) { load(a, c, name, t); });
+      ops::for_each_field(out, [&](std::string_view name, auto& t, ops::Arg arg) {
+        if (arg == ops::Arg::saved) load(a, c, name, t);
+      });
+      ops::for_each_field(dout, [&](std::string_view name, auto& t, ops::Arg arg) {
+        if (arg == ops::Arg::output) load(a, c, "d" + std::string(name), t);
+      });
+      const auto g = Op::template backward<T>(c, in, out, dout);
+      ops::for_each_field(g, [&](std::string_view name, const auto& t, ops::Arg arg) {
+        if (arg == ops::Arg::diff) store(a, c, "d" + std::string(name), t);
+      });
+    }
   }
-  void embedding_bwd(const ops::Embedding::Config& c, const Index* ids, const T* dy, T* dwte) {
-    ops::Embedding::Inputs<T> in{idx({c.tokens}, ids), Tensor<T>({c.vocab, c.dim})};
-    ops::Embedding::Outputs<T> d{ten({c.tokens, c.dim}, dy)};
-    put(ops::Embedding::backward<T>(c, in, {}, d).wte, dwte);
+  template <class C, class A>
+    requires(!std::is_void_v<OpOfArgs<A>>)
+  void run(const C& c, const A& a, Aux&) {
+    run(c, a);
   }
 
-  void positions_fwd(const ops::LearnedPositions::Config& c, const T* x, const T* wpe, T* y) {
-    ops::LearnedPositions::Inputs<T> in{ten({c.batch, c.seq, c.dim}, x), ten({c.max_seq, c.dim}, wpe)};
-    put(ops::LearnedPositions::forward<T>(c, in).y, y);
-  }
-  // dx may alias dy.
-  void positions_bwd(const ops::LearnedPositions::Config& c, const T* dy, T* dx, T* dwpe) {
-    ops::LearnedPositions::Outputs<T> d{ten({c.batch, c.seq, c.dim}, dy)};
-    const auto g = ops::LearnedPositions::backward<T>(c, {}, {}, d);
-    put(g.x, dx);
-    put(g.wpe, dwpe);
-  }
-
-  // b may be null (no bias; c.bias false).
-  void linear_fwd(const ops::Linear::Config& c, const T* x, const T* w, const T* b, T* y) {
-    ops::Linear::Inputs<T> in{ten({c.rows, c.in}, x), ten({c.out, c.in}, w), {}};
-    if (c.bias) in.b = ten({c.out}, b);
-    put(ops::Linear::forward<T>(c, in).y, y);
-  }
-  void linear_bwd(const ops::Linear::Config& c, const T* x, const T* w, const T* dy, T* dx, T* dw, T* db) {
-    ops::Linear::Inputs<T> in{ten({c.rows, c.in}, x), ten({c.out, c.in}, w), {}};
-    if (c.bias) in.b = Tensor<T>({c.out});
-    ops::Linear::Outputs<T> d{ten({c.rows, c.out}, dy)};
-    const auto g = ops::Linear::backward<T>(c, in, {}, d);
-    put(g.x, dx);
-    put(g.w, dw);
-    if (c.bias) put(g.b, db);
-  }
-
-  void bitlinear_fwd(const ops::QuantLinearConfig& c, const T* x, const T* w, T* y, Aux&) {
-    ops::BitLinear::Inputs<T> in{ten({c.rows, c.in}, x), ten({c.out, c.in}, w)};
+  void run(const ops::QuantLinearConfig& c, const ops::BitLinear::FwdArgs<T>& a, Aux&) {
+    ops::BitLinear::Inputs<T> in{ten({c.rows, c.in}, a.x), ten({c.out, c.in}, a.w)};
     if (quant == Quant::Surrogate) {
       if (next_point_ >= points_.size()) throw std::logic_error("spec kernels: no recorded BitLinear point");
-      put(ops::BitLinear::surrogate<T>(c, points_[next_point_++], in).y, y);
+      put(ops::BitLinear::surrogate<T>(c, points_[next_point_++], in).y, a.y);
       return;
     }
     if (quant == Quant::Record) points_.push_back(in);
-    put(ops::BitLinear::forward<T>(c, in).y, y);
+    put(ops::BitLinear::forward<T>(c, in).y, a.y);
   }
-  void bitlinear_bwd(const ops::QuantLinearConfig& c, const T* x, const T* w, const T* dy, T* dx, T* dw, Aux&) {
-    ops::BitLinear::Inputs<T> in{ten({c.rows, c.in}, x), ten({c.out, c.in}, w)};
-    ops::BitLinear::Outputs<T> d{ten({c.rows, c.out}, dy)};
+  void run(const ops::QuantLinearConfig& c, const ops::BitLinear::BwdArgs<T>& a, Aux&) {
+    ops::BitLinear::Inputs<T> in{ten({c.rows, c.in}, a.x), ten({c.out, c.in}, a.w)};
+    ops::BitLinear::Outputs<T> d{ten({c.rows, c.out}, a.dy)};
     const auto g = ops::BitLinear::backward<T>(c, in, {}, d);
-    put(g.x, dx);
-    put(g.w, dw);
+    put(g.x, a.dx);
+    put(g.w, a.dw);
   }
 
-  void layernorm_fwd(const ops::NormConfig& c, const T* x, const T* g, const T* b, T* y, T* mean, T* rstd) {
-    ops::LayerNorm::Inputs<T> in{ten({c.rows, c.dim}, x), ten({c.dim}, g), ten({c.dim}, b)};
-    const auto o = ops::LayerNorm::forward<T>(c, in);
-    put(o.y, y);
-    put(o.mean, mean);
-    put(o.rstd, rstd);
-  }
-  void layernorm_bwd(const ops::NormConfig& c, const T* x, const T* g, const T* mean, const T* rstd, const T* dy,
-                     T* dx, T* dg, T* db) {
-    ops::LayerNorm::Inputs<T> in{ten({c.rows, c.dim}, x), ten({c.dim}, g), Tensor<T>({c.dim})};
-    ops::LayerNorm::Outputs<T> o{{}, ten({c.rows}, mean), ten({c.rows}, rstd)};
-    ops::LayerNorm::Outputs<T> d{ten({c.rows, c.dim}, dy), {}, {}};
-    const auto gr = ops::LayerNorm::backward<T>(c, in, o, d);
-    put(gr.x, dx);
-    put(gr.gamma, dg);
-    put(gr.beta, db);
-  }
-
-  void rmsnorm_fwd(const ops::NormConfig& c, const T* x, const T* w, T* y, T* rstd) {
-    ops::RmsNorm::Inputs<T> in{ten({c.rows, c.dim}, x), ten({c.dim}, w)};
-    const auto o = ops::RmsNorm::forward<T>(c, in);
-    put(o.y, y);
-    put(o.rstd, rstd);
-  }
-  void rmsnorm_bwd(const ops::NormConfig& c, const T* x, const T* w, const T* rstd, const T* dy, T* dx, T* dw) {
-    ops::RmsNorm::Inputs<T> in{ten({c.rows, c.dim}, x), ten({c.dim}, w)};
-    ops::RmsNorm::Outputs<T> o{{}, ten({c.rows}, rstd)};
-    ops::RmsNorm::Outputs<T> d{ten({c.rows, c.dim}, dy), {}};
-    const auto g = ops::RmsNorm::backward<T>(c, in, o, d);
-    put(g.x, dx);
-    put(g.w, dw);
-  }
-
-  void gelu_fwd(const ops::ElementwiseConfig& c, const T* x, T* y, Aux&) {
-    put(ops::Gelu::forward<T>(c, {ten({c.n}, x)}).y, y);
-  }
-  void gelu_bwd(const ops::ElementwiseConfig& c, const T* x, const T* dy, T* dx, Aux&) {
-    put(ops::Gelu::backward<T>(c, {ten({c.n}, x)}, {}, {ten({c.n}, dy)}).x, dx);
-  }
-  void swiglu_fwd(const ops::ElementwiseConfig& c, const T* gate, const T* up, T* y, Aux&) {
-    put(ops::SwiGlu::forward<T>(c, {ten({c.n}, gate), ten({c.n}, up)}).y, y);
-  }
-  void swiglu_bwd(const ops::ElementwiseConfig& c, const T* gate, const T* up, const T* dy, T* dgate, T* dup,
-                  Aux&) {
-    const auto g = ops::SwiGlu::backward<T>(c, {ten({c.n}, gate), ten({c.n}, up)}, {}, {ten({c.n}, dy)});
-    put(g.gate, dgate);
-    put(g.up, dup);
-  }
-  void relu2mul_fwd(const ops::ElementwiseConfig& c, const T* gate, const T* up, T* y, Aux&) {
-    put(ops::ReluSqMul::forward<T>(c, {ten({c.n}, gate), ten({c.n}, up)}).y, y);
-  }
-  void relu2mul_bwd(const ops::ElementwiseConfig& c, const T* gate, const T* up, const T* dy, T* dgate, T* dup,
-                    Aux&) {
-    const auto g = ops::ReluSqMul::backward<T>(c, {ten({c.n}, gate), ten({c.n}, up)}, {}, {ten({c.n}, dy)});
-    put(g.gate, dgate);
-    put(g.up, dup);
-  }
-  void residual_fwd(const ops::ElementwiseConfig& c, const T* a, const T* b, T* y) {
-    put(ops::ResidualAdd::forward<T>(c, {ten({c.n}, a), ten({c.n}, b)}).y, y);
-  }
-  // da and db may alias dy (the engine routes the gradient without a copy).
-  void residual_bwd(const ops::ElementwiseConfig& c, const T* dy, T* da, T* db) {
-    const auto g = ops::ResidualAdd::backward<T>(c, {}, {}, {ten({c.n}, dy)});
-    put(g.a, da);
-    put(g.b, db);
-  }
-
-  void rope_fwd(const ops::Rope::Config& c, const T* x, T* y) {
-    put(ops::Rope::forward<T>(c, {ten({c.batch, c.seq, c.heads, c.head_dim}, x)}).y, y);
-  }
-  void rope_bwd(const ops::Rope::Config& c, const T* dy, T* dx) {
-    put(ops::Rope::backward<T>(c, {}, {}, {ten({c.batch, c.seq, c.heads, c.head_dim}, dy)}).x, dx);
-  }
-
-  // q: rows of q_heads*head_dim values, ldq apart (one row per token); k, v:
-  // rows of kv_heads*head_dim, ldkv apart; o, do: contiguous [tokens,
-  // q_heads*head_dim]; lse [batch, q_heads, seq]; dq/dk/dv with ldq/ldkv.
-  void attention_fwd(const ops::Attention::Config& c, const T* q, std::size_t ldq, const T* k, const T* v,
-                     std::size_t ldkv, T* o, T* lse) {
-    const auto in = gather_qkv(c, q, ldq, k, v, ldkv);
+  void run(const ops::Attention::Config& c, const ops::Attention::FwdArgs<T>& a) {
+    const auto in = gather_qkv(c, a.q, a.ldq, a.k, a.v, a.ldkv);
     const auto out = ops::Attention::forward<T>(c, in);
-    put(out.o, o);
-    put(out.lse, lse);
+    put(out.o, a.o);
+    put(out.lse, a.lse);
   }
-  void attention_bwd(const ops::Attention::Config& c, const T* q, std::size_t ldq, const T* k, const T* v,
-                     std::size_t ldkv, const T* o, const T* lse, const T* dout, T* dq, T* dk, T* dv) {
-    const auto in = gather_qkv(c, q, ldq, k, v, ldkv);
+  void run(const ops::Attention::Config& c, const ops::Attention::BwdArgs<T>& a) {
+    const auto in = gather_qkv(c, a.q, a.ldq, a.k, a.v, a.ldkv);
     const Shape oshape{c.batch, c.seq, c.q_heads, c.head_dim};
-    ops::Attention::Outputs<T> out{ten(oshape, o), ten({c.batch, c.q_heads, c.seq}, lse)};
-    ops::Attention::Outputs<T> d{ten(oshape, dout), {}};
+    ops::Attention::Outputs<T> out{ten(oshape, a.o), ten({c.batch, c.q_heads, c.seq}, a.lse)};
+    ops::Attention::Outputs<T> d{ten(oshape, a.dout), {}};
     const auto g = ops::Attention::backward<T>(c, in, out, d);
-    scatter_rows(g.q, c.q_heads * c.head_dim, dq, ldq);
-    scatter_rows(g.k, c.kv_heads * c.head_dim, dk, ldkv);
-    scatter_rows(g.v, c.kv_heads * c.head_dim, dv, ldkv);
-  }
-
-  void ce_fwd(const ops::CrossEntropy::Config& c, const T* logits, const Index* targets, T* loss, T* lse) {
-    ops::CrossEntropy::Inputs<T> in{ten({c.rows, c.vocab}, logits), idx({c.rows}, targets)};
-    const auto o = ops::CrossEntropy::forward<T>(c, in);
-    put(o.loss, loss);
-    put(o.lse, lse);
-  }
-  // dlogits may alias logits.
-  void ce_bwd(const ops::CrossEntropy::Config& c, const T* logits, const Index* targets, const T* lse,
-              const T* dloss, T* dlogits) {
-    ops::CrossEntropy::Inputs<T> in{ten({c.rows, c.vocab}, logits), idx({c.rows}, targets)};
-    ops::CrossEntropy::Outputs<T> o{{}, ten({c.rows}, lse)};
-    ops::CrossEntropy::Outputs<T> d{ten({c.rows}, dloss), {}};
-    put(ops::CrossEntropy::backward<T>(c, in, o, d).logits, dlogits);
+    scatter_rows(g.q, c.q_heads * c.head_dim, a.dq, a.ldq);
+    scatter_rows(g.k, c.kv_heads * c.head_dim, a.dk, a.ldkv);
+    scatter_rows(g.v, c.kv_heads * c.head_dim, a.dv, a.ldkv);
   }
 
   // The gradient of a tensor read by several ops: acc = acc + x, element-wise.
@@ -218,13 +144,35 @@ class SpecKernels {
   }
 
  private:
+  // Tensor t <- the args' array `name` (left empty if the args have none, or it is absent).
+  template <class A, class C, class E>
+  static void load(const A& a, const C& c, std::string_view name, Tensor<E>& t) {
+    A args = a;
+    ops::for_each_arg(args, c, [&](const ops::Field& f, auto& p) {
+      if constexpr (std::is_same_v<std::remove_cvref_t<decltype(*p)>, E>)
+        if (f.name == name && f.count > 0 && p != nullptr) {
+          t = Tensor<E>({f.count});
+          for (std::size_t i = 0; i < f.count; ++i) t[i] = p[i];
+        }
+    });
+  }
+  // The args' output `name` <- tensor t (nothing if the args have none, or it is absent).
+  template <class A, class C, class E>
+  static void store(const A& a, const C& c, std::string_view name, const Tensor<E>& t) {
+    A args = a;
+    ops::for_each_arg(args, c, [&](const ops::Field& f, auto& p) {
+      using P = std::remove_reference_t<decltype(p)>;
+      if constexpr (std::is_same_v<P, E*>)
+        if (f.name == name && f.role != ops::Role::in && f.count > 0 && p != nullptr) {
+          if (t.numel() != f.count)
+            throw std::logic_error("spec kernels: " + std::string(name) + " has " + std::to_string(t.numel()) +
+                                   " cells, its argument " + std::to_string(f.count));
+          for (std::size_t i = 0; i < f.count; ++i) p[i] = t[i];
+        }
+    });
+  }
   static Tensor<T> ten(Shape s, const T* p) {
     Tensor<T> t(std::move(s));
-    for (std::size_t i = 0; i < t.numel(); ++i) t[i] = p[i];
-    return t;
-  }
-  static Tensor<Index> idx(Shape s, const Index* p) {
-    Tensor<Index> t(std::move(s));
     for (std::size_t i = 0; i < t.numel(); ++i) t[i] = p[i];
     return t;
   }

@@ -28,6 +28,8 @@
 //     and added: grad = grad + new.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -39,10 +41,9 @@
 #include <variant>
 #include <vector>
 
-#include <fmt/format.h>
-
 #include "lockstep/model/config.hpp"
 #include "lockstep/model/families/with_family.hpp"
+#include "lockstep/model/kernel_set.hpp"
 #include "lockstep/model/layers.hpp"
 #include "lockstep/model/model.hpp"
 #include "lockstep/model/params.hpp"
@@ -129,8 +130,10 @@ struct EngineOptions {
 // family keeps, s_: the per-pass buffers) and the family's parameter indices
 // (layers_[l], outer_). PT: the parameter type, whose value and grad live
 // where K's kernels read them (ParamT<T> on the host; a device kernel set's
-// model brings its own).
+// model brings its own). K has every op of the family's layers, forward and
+// backward, called by op type (model/kernel_set.hpp).
 template <ModelFamily Fam, class T, class K, class PT>
+requires KernelSetForFamily<K, T, Fam>
 class FamilyEngine {
  public:
   using Scalar = T;
@@ -223,13 +226,15 @@ class FamilyEngine {
   ops::ElementwiseConfig elems(std::size_t n) const { return {n}; }
   ops::Attention::Config attention() const { return {B_, S_, Hq_, Hkv_, Dh_, 0.0, 64}; }
   ops::Rope::Config rope(std::size_t heads) const {
-    return {B_, S_, heads, Dh_, cfg_.rope_theta,
+    return {B_,
+            S_,
+            heads,
+            Dh_,
+            cfg_.rope_theta,
             cfg_.rope_layout == RopeLayout::RotateHalf ? ops::RopeLayout::rotate_half : ops::RopeLayout::interleaved,
             0};
   }
-  ops::LearnedPositions::Config positions() const {
-    return {B_, S_, D_, static_cast<std::size_t>(cfg_.max_seq), 0};
-  }
+  ops::LearnedPositions::Config positions() const { return {B_, S_, D_, static_cast<std::size_t>(cfg_.max_seq), 0}; }
   // The output of block l (the next block's input, or the head's).
   T* block_out(std::size_t l) { return l + 1 < L_ ? acts_[l + 1].x.data() : s_.h.data(); }
   // The head's forward reads rows of h from head_input(): all N rows, or in
@@ -241,27 +246,28 @@ class FamilyEngine {
   template <class Op>
   void proj_fwd(std::size_t rows, std::size_t in, std::size_t out, const T* x, const T* w, T* y, Aux& aux) {
     if constexpr (std::is_same_v<Op, ops::BitLinear>)
-      k_.bitlinear_fwd({rows, in, out}, x, w, y, aux);
+      k_.template forward<ops::BitLinear>({rows, in, out}, {.x = x, .w = w, .y = y}, aux);
     else
-      k_.linear_fwd({rows, in, out, false}, x, w, nullptr, y);
+      k_.template forward<ops::Linear>({rows, in, out, false}, {.x = x, .w = w, .b = nullptr, .y = y});
   }
   template <class Op>
-  void proj_bwd(std::size_t rows, std::size_t in, std::size_t out, const T* x, const T* w, const T* dy, T* dx,
-                T* dw, Aux& aux) {
+  void proj_bwd(std::size_t rows, std::size_t in, std::size_t out, const T* x, const T* w, const T* dy, T* dx, T* dw,
+                Aux& aux) {
     if constexpr (std::is_same_v<Op, ops::BitLinear>)
-      k_.bitlinear_bwd({rows, in, out}, x, w, dy, dx, dw, aux);
+      k_.template backward<ops::BitLinear>({rows, in, out}, {.x = x, .w = w, .dy = dy, .dx = dx, .dw = dw}, aux);
     else
-      k_.linear_bwd({rows, in, out, false}, x, w, dy, dx, dw, nullptr);
+      k_.template backward<ops::Linear>({rows, in, out, false},
+                                        {.x = x, .w = w, .dy = dy, .dx = dx, .dw = dw, .db = nullptr});
   }
 
   // The embedding's gradient; tied to the LM head, it is the second
   // contribution to the shared matrix (the head's came first).
   void embedding_backward() {
     if (cfg_.tie_embeddings) {
-      k_.embedding_bwd({N_, V_, D_}, ids_, s_.dx.data(), s_.demb.data());
+      k_.template backward<ops::Embedding>({N_, V_, D_}, {.ids = ids_, .dy = s_.dx.data(), .dwte = s_.demb.data()});
       k_.add_into(V_ * D_, G(wte_), s_.demb.data());
     } else {
-      k_.embedding_bwd({N_, V_, D_}, ids_, s_.dx.data(), G(wte_));
+      k_.template backward<ops::Embedding>({N_, V_, D_}, {.ids = ids_, .dy = s_.dx.data(), .dwte = G(wte_)});
     }
   }
 
@@ -476,8 +482,7 @@ class Engine : public EngineOptions {
     return std::visit([](const auto& e) -> const ModelConfig& { return e.cfg_; }, impl_);
   }
   // FamilyEngine::run and last_logits.
-  T run(const Index* ids, const Index* targets, std::size_t batch, std::size_t seq, bool backward,
-        bool accumulate) {
+  T run(const Index* ids, const Index* targets, std::size_t batch, std::size_t seq, bool backward, bool accumulate) {
     return std::visit([&](auto& e) { return e.run(ids, targets, batch, seq, backward, accumulate); }, impl_);
   }
   std::vector<T> last_logits(const Index* ids, std::size_t seq) {

@@ -22,6 +22,7 @@
 
 #include "lockstep/ad/check.hpp"
 #include "lockstep/ad/rng.hpp"
+#include "lockstep/ops/kernel_args.hpp"
 #include "lockstep/ops/op.hpp"
 
 namespace lockstep::ops {
@@ -29,6 +30,14 @@ namespace lockstep::ops {
 struct ElementwiseConfig {
   std::size_t n = 0;  // elements (any shape, flattened)
 };
+
+// The gate shapes of the element-wise ops: ragged sizes, one of two 4096-cell
+// chunks, and a [130, 97] activation.
+inline std::vector<GateCase<ElementwiseConfig>> elementwise_gate_cases() {
+  std::vector<GateCase<ElementwiseConfig>> v;
+  for (std::size_t n : {1, 5, 33, 97, 256, 5000, 130 * 97}) v.push_back({{n}, shape_text({{"n", n}})});
+  return v;
+}
 
 struct Gelu {
   static constexpr std::string_view name = "gelu";
@@ -43,6 +52,32 @@ struct Gelu {
     Tensor<T> y;
     static void fields(auto& s, auto&& f) { f("y", s.y, Arg::output); }
   };
+
+  // Kernels (ops/kernel_args.hpp). The kernels keep t = tanh(u) in the Aux.
+  static constexpr bool kernel_keeps_aux = true;
+  template <class T>
+  struct FwdArgs {
+    const T *x;
+    T *y;
+    // Forward inputs reach far into tanh saturation and overflow.
+    static void fields(auto& a, const Config& c, auto&& f) {
+      f(ops::in("x", c.n, Seed::normal(3.0, 1e30f)), a.x);
+      f(ops::out("y", c.n), a.y);
+    }
+  };
+  template <class T>
+  struct BwdArgs {
+    const T *x, *dy;
+    T *dx;
+    // Backward inputs stay where no inf·0 makes a NaN (whose payload differs
+    // between CPU and GPU by design, not by a kernel bug).
+    static void fields(auto& a, const Config& c, auto&& f) {
+      f(ops::in("x", c.n, Seed::normal(3.0, 30.0f)), a.x);
+      f(ops::in("dy", c.n, Seed::normal(1.0, 1e3f)), a.dy);
+      f(ops::out("dx", c.n), a.dx);
+    }
+  };
+  static std::vector<GateCase<Config>> gate_cases() { return elementwise_gate_cases(); }
 
   static constexpr double kSqrt2OverPi = 0.79788456080286535588;  // √(2/π)
   static constexpr double kCubic = 0.044715;
@@ -118,6 +153,32 @@ struct ReluSqMul {
     static void fields(auto& s, auto&& f) { f("y", s.y, Arg::output); }
   };
 
+  // Kernels (ops/kernel_args.hpp).
+  template <class T>
+  struct FwdArgs {
+    const T *gate, *up;
+    T *y;
+    // r² may overflow to inf, but never meets a zero `up` as inf·0 (a NaN).
+    static void fields(auto& a, const Config& c, auto&& f) {
+      f(ops::in("gate", c.n, Seed::normal(2.0, 1e15f)), a.gate);
+      f(ops::in("up", c.n, Seed::normal(1.0, 1e10f)), a.up);
+      f(ops::out("y", c.n), a.y);
+    }
+  };
+  template <class T>
+  struct BwdArgs {
+    const T *gate, *up, *dy;
+    T *dgate, *dup;
+    static void fields(auto& a, const Config& c, auto&& f) {
+      f(ops::in("gate", c.n, Seed::normal(2.0, 1e6f)), a.gate);
+      f(ops::in("up", c.n, Seed::normal(1.0, 1e6f)), a.up);
+      f(ops::in("dy", c.n, Seed::normal(1.0, 1e3f)), a.dy);
+      f(ops::out("dgate", c.n), a.dgate);
+      f(ops::out("dup", c.n), a.dup);
+    }
+  };
+  static std::vector<GateCase<Config>> gate_cases() { return elementwise_gate_cases(); }
+
   template <class T>
   static Outputs<T> forward(const Config& c, const Inputs<T>& in) {
     Outputs<T> out{Tensor<T>(in.gate.shape)};
@@ -166,6 +227,32 @@ struct SwiGlu {
     Tensor<T> y;
     static void fields(auto& s, auto&& f) { f("y", s.y, Arg::output); }
   };
+
+  // Kernels (ops/kernel_args.hpp). The kernels keep σ(gate) in the Aux.
+  static constexpr bool kernel_keeps_aux = true;
+  template <class T>
+  struct FwdArgs {
+    const T *gate, *up;
+    T *y;
+    static void fields(auto& a, const Config& c, auto&& f) {
+      f(ops::in("gate", c.n, Seed::normal(4.0, 200.0f)), a.gate);
+      f(ops::in("up", c.n, Seed::normal(1.0, 1e30f)), a.up);
+      f(ops::out("y", c.n), a.y);
+    }
+  };
+  template <class T>
+  struct BwdArgs {
+    const T *gate, *up, *dy;
+    T *dgate, *dup;
+    static void fields(auto& a, const Config& c, auto&& f) {
+      f(ops::in("gate", c.n, Seed::normal(4.0, 200.0f)), a.gate);
+      f(ops::in("up", c.n, Seed::normal(1.0, 1e4f)), a.up);
+      f(ops::in("dy", c.n, Seed::normal(1.0, 1e3f)), a.dy);
+      f(ops::out("dgate", c.n), a.dgate);
+      f(ops::out("dup", c.n), a.dup);
+    }
+  };
+  static std::vector<GateCase<Config>> gate_cases() { return elementwise_gate_cases(); }
 
   template <class T>
   static Outputs<T> forward(const Config& c, const Inputs<T>& in) {
@@ -226,6 +313,32 @@ struct ResidualAdd {
     Tensor<T> y;
     static void fields(auto& s, auto&& f) { f("y", s.y, Arg::output); }
   };
+
+  // Kernels (ops/kernel_args.hpp). da and db may alias dy (the engine routes
+  // the gradient without a copy).
+  template <class T>
+  struct FwdArgs {
+    const T *a, *b;
+    T *y;
+    // -0 + -0 = -0 in every third cell: the sums a kernel that loses the sign
+    // of zero gets wrong; sums past FLT_MAX overflow.
+    static void fields(auto& s, const Config& c, auto&& f) {
+      f(ops::in("a", c.n, Seed::normal(1.0, 3e38f, 3)), s.a);
+      f(ops::in("b", c.n, Seed::normal(1.0, 3e38f, 3)), s.b);
+      f(ops::out("y", c.n), s.y);
+    }
+  };
+  template <class T>
+  struct BwdArgs {
+    const T *dy;
+    T *da, *db;
+    static void fields(auto& s, const Config& c, auto&& f) {
+      f(ops::in("dy", c.n, Seed::normal(1.0, 1e30f)), s.dy);
+      f(ops::out("da", c.n, 0, "dy"), s.da);
+      f(ops::out("db", c.n, 0, "dy"), s.db);
+    }
+  };
+  static std::vector<GateCase<Config>> gate_cases() { return elementwise_gate_cases(); }
 
   template <class T>
   static Outputs<T> forward(const Config& c, const Inputs<T>& in) {

@@ -21,4 +21,11 @@ using AllOps = ad::OpList<Embedding, LearnedPositions, Linear, LayerNorm, RmsNor
                           SwiGlu, Softmax, Attention, Rope, ResidualAdd, CrossEntropy, BitLinear,
                           Int8Linear, LoraLinear>;
 
+// The ops the models run, each with its kernels in every kernel set
+// (ops/kernel_args.hpp, ad/kernel_set.hpp): what the GPU gates and the CPU-kernel
+// bit tests iterate. model/kernel_set.hpp checks that every op of every layer
+// is in this list.
+using ModelOps = ad::OpList<Embedding, LearnedPositions, Linear, BitLinear, LayerNorm, RmsNorm, Gelu, SwiGlu,
+                            ReluSqMul, ResidualAdd, Rope, Attention, CrossEntropy>;
+
 }  // namespace lockstep::ops

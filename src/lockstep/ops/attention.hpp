@@ -37,6 +37,7 @@
 
 #include "lockstep/ad/check.hpp"
 #include "lockstep/ad/rng.hpp"
+#include "lockstep/ops/kernel_args.hpp"
 #include "lockstep/ops/op.hpp"
 #include "lockstep/ops/softmax.hpp"
 
@@ -71,6 +72,132 @@ struct Attention {
       f("lse", s.lse, Arg::saved);
     }
   };
+
+  // Kernels (ops/kernel_args.hpp). q: rows of q_heads·head_dim values, ldq
+  // apart (one row per token); k, v: rows of kv_heads·head_dim, ldkv apart;
+  // o, dout: contiguous [tokens, q_heads·head_dim]; lse [batch, q_heads, seq];
+  // dq/dk/dv with ldq/ldkv, the cells between rows untouched. In GPT-2's
+  // fused q|k|v rows (ldq = ldkv = (q_heads + 2·kv_heads)·head_dim) k starts
+  // q_heads·head_dim cells into its row and v kv_heads·head_dim cells later:
+  // the gates place them there (Field::lead), pointer alignment included.
+  template <class T>
+  struct FwdArgs {
+    const T *q;
+    std::size_t ldq;
+    const T *k, *v;
+    std::size_t ldkv;
+    T *o, *lse;
+    static void fields(auto& a, const Config& c, auto&& f) {
+      const Places p(c, a.ldq, a.ldkv);
+      f(ops::in("q", p.n_q, Seed::normal(1.5), a.ldq), a.q);
+      f(lead(ops::in("k", p.n_kv - p.lead_k, Seed::normal(1.5), a.ldkv), p.lead_k), a.k);
+      f(lead(ops::in("v", p.n_kv - p.lead_v, Seed::normal(1.5), a.ldkv), p.lead_v), a.v);
+      f(ops::out("o", p.rows * p.qw, p.qw), a.o);
+      f(ops::saved("lse", c.batch * c.q_heads * c.seq, c.seq), a.lse);
+    }
+  };
+  template <class T>
+  struct BwdArgs {
+    const T *q;
+    std::size_t ldq;
+    const T *k, *v;
+    std::size_t ldkv;
+    const T *o, *lse, *dout;
+    T *dq, *dk, *dv;
+    static void fields(auto& a, const Config& c, auto&& f) {
+      const Places p(c, a.ldq, a.ldkv);
+      f(ops::in("q", p.n_q, Seed::normal(1.5), a.ldq), a.q);
+      f(lead(ops::in("k", p.n_kv - p.lead_k, Seed::normal(1.5), a.ldkv), p.lead_k), a.k);
+      f(lead(ops::in("v", p.n_kv - p.lead_v, Seed::normal(1.5), a.ldkv), p.lead_v), a.v);
+      f(ops::saved("o", p.rows * p.qw, p.qw), a.o);
+      f(ops::saved("lse", c.batch * c.q_heads * c.seq, c.seq), a.lse);
+      f(ops::in("dout", p.rows * p.qw, Seed::normal(1.0), p.qw), a.dout);
+      f(ops::out("dq", p.n_q, a.ldq), a.dq);
+      f(lead(ops::out("dk", p.n_kv - p.lead_k, a.ldkv), p.lead_k), a.dk);
+      f(lead(ops::out("dv", p.n_kv - p.lead_v, a.ldkv), p.lead_v), a.dv);
+    }
+  };
+  // Where the strided arguments lie (see FwdArgs).
+  struct Places {
+    std::size_t rows, qw, kvw, n_q, n_kv, lead_k = 0, lead_v = 0;
+    Places(const Config& c, std::size_t ldq, std::size_t ldkv)
+        : rows(c.batch * c.seq), qw(c.q_heads * c.head_dim), kvw(c.kv_heads * c.head_dim), n_q(rows * ldq),
+          n_kv(rows * ldkv) {
+      if (ldq == qw + 2 * kvw && ldkv == ldq) {
+        lead_k = qw;
+        lead_v = qw + kvw;
+      }
+    }
+  };
+  static Field lead(Field f, std::size_t cells) {
+    f.lead = cells;
+    return f;
+  }
+
+  // The gates' layouts: q, k, v fused in one row (GPT-2) or separate tensors
+  // (LLaMA), rows `pad` cells longer than that.
+  struct GateLayout {
+    bool fused = false;
+    std::size_t pad = 0;
+  };
+  template <class A>
+  static void gate_arrange(const GateCase<Config, GateLayout>& g, A& a) {
+    const std::size_t qw = g.config.q_heads * g.config.head_dim, kvw = g.config.kv_heads * g.config.head_dim;
+    a.ldq = (g.layout.fused ? qw + 2 * kvw : qw) + g.layout.pad;
+    a.ldkv = (g.layout.fused ? qw + 2 * kvw : kvw) + g.layout.pad;
+  }
+  // Sequence lengths off and on the 64-key block (1, 2, 63, 64, 65, 130),
+  // head sizes 1, 8, 33, 64 (and 17, 100, 128 for the other register
+  // tilings, 160 for the per-cell kernels), multi-head, grouped-query and
+  // multi-query heads, batch 1 and 3, fused and separate q/k/v; then other
+  // key blocks (the per-cell kernels) and padded rows. Swept: the backward
+  // runs each of its paths (attention_bwd's dS stored, in chunks, recomputed).
+  static std::vector<GateCase<Config, GateLayout>> gate_cases() {
+    struct S {
+      std::size_t batch, seq, q_heads, kv_heads, head_dim;
+      bool fused;
+      std::size_t key_block = 64, pad = 0;
+    };
+    std::vector<S> shapes;
+    const std::size_t seqs[] = {1, 2, 63, 64, 65, 130};
+    const std::size_t dims[] = {1, 8, 33, 64};
+    const std::size_t heads[][2] = {{1, 1}, {4, 2}, {6, 1}, {12, 12}};
+    // Every (T, Dh, heads) triple; batch and layout alternate so that each
+    // value of either meets every T, every Dh and every head grouping.
+    std::size_t n = 0;
+    for (std::size_t t : seqs)
+      for (std::size_t d : dims)
+        for (const auto& h : heads) {
+          const bool fused = (n + n / 4) % 2 == 0;
+          const std::size_t batch = (n / 2 + n / 8) % 2 == 0 ? 1 : 3;
+          shapes.push_back({batch, t, h[0], h[1], d, fused});
+          ++n;
+        }
+    shapes.push_back({2, 129, 4, 4, 17, true});
+    shapes.push_back({1, 130, 2, 1, 100, false});
+    shapes.push_back({1, 193, 2, 1, 128, true});
+    shapes.push_back({1, 300, 12, 4, 64, true});
+    shapes.push_back({2, 70, 4, 2, 33, true, 16});
+    shapes.push_back({1, 130, 2, 2, 8, false, 100});
+    shapes.push_back({1, 65, 2, 2, 160, true});
+    // Padded rows (strides past the row), key blocks of 4 and 5.
+    shapes.push_back({2, 131, 4, 2, 16, false, 64, 5});
+    shapes.push_back({1, 129, 2, 2, 64, false, 64, 7});
+    shapes.push_back({2, 9, 4, 2, 3, false, 4});
+    shapes.push_back({1, 67, 3, 3, 20, false, 5});
+    shapes.push_back({3, 5, 8, 2, 32, false});
+    std::vector<GateCase<Config, GateLayout>> v;
+    for (const S& s : shapes) {
+      std::string text = "B " + std::to_string(s.batch) + " T " + std::to_string(s.seq) + " Hq " +
+                         std::to_string(s.q_heads) + " Hkv " + std::to_string(s.kv_heads) + " Dh " +
+                         std::to_string(s.head_dim) + (s.fused ? " (fused qkv)" : "");
+      if (s.key_block != 64) text += " key_block " + std::to_string(s.key_block);
+      if (s.pad != 0) text += " rows padded by " + std::to_string(s.pad);
+      v.push_back({{s.batch, s.seq, s.q_heads, s.kv_heads, s.head_dim, 0.0, s.key_block}, text, {s.fused, s.pad},
+                   true});
+    }
+    return v;
+  }
 
   static void validate(const Config& c) {
     if (c.kv_heads == 0 || c.q_heads % c.kv_heads != 0)

@@ -19,6 +19,7 @@
 
 #include "lockstep/ad/check.hpp"
 #include "lockstep/ad/rng.hpp"
+#include "lockstep/ops/kernel_args.hpp"
 #include "lockstep/ops/op.hpp"
 
 namespace lockstep::ops {
@@ -44,6 +45,40 @@ struct Embedding {
     Tensor<T> y;  // [N, D]
     static void fields(auto& s, auto&& f) { f("y", s.y, Arg::output); }
   };
+
+  // Kernels (ops/kernel_args.hpp).
+  template <class T>
+  struct FwdArgs {
+    const Index *ids;
+    const T *wte;
+    T *y;
+    static void fields(auto& a, const Config& c, auto&& f) {
+      f(ops::in("ids", c.tokens, Seed::of(Seed::Kind::token_ids, c.vocab)), a.ids);
+      f(ops::in("wte", c.vocab * c.dim, Seed::normal(1.0, 1e30f), c.dim), a.wte);
+      f(ops::out("y", c.tokens * c.dim, c.dim), a.y);
+    }
+  };
+  template <class T>
+  struct BwdArgs {
+    const Index *ids;
+    const T *dy;
+    T *dwte;
+    static void fields(auto& a, const Config& c, auto&& f) {
+      f(ops::in("ids", c.tokens, Seed::of(Seed::Kind::token_ids, c.vocab)), a.ids);
+      f(ops::in("dy", c.tokens * c.dim, Seed::normal(1.0, 1e4f), c.dim), a.dy);
+      f(ops::out("dwte", c.vocab * c.dim, c.dim), a.dwte);
+    }
+  };
+  // Ragged shapes; ids repeated over 300 times (1029 tokens over 3 ids); a
+  // GPT-2 vocabulary (16-bit sort keys) with a step's worth of tokens.
+  static std::vector<GateCase<Config>> gate_cases() {
+    std::vector<GateCase<Config>> v;
+    for (auto [N, V, D] : std::initializer_list<std::array<std::size_t, 3>>{
+             {1, 1, 1}, {3, 3, 5}, {37, 300, 33}, {130, 5003, 97}, {600, 7, 256}, {130, 300, 5000},
+             {1029, 3, 33}, {16384, 50257, 8}, {4099, 50257, 97}})
+      v.push_back({{N, V, D}, shape_text({{"tokens", N}, {"vocab", V}, {"dim", D}})});
+    return v;
+  }
 
   static std::size_t row_of(const Config& c, Index id) {
     if (id < 0 || static_cast<std::size_t>(id) >= c.vocab)
@@ -121,6 +156,36 @@ struct LearnedPositions {
     Tensor<T> y;  // [B, T, D]
     static void fields(auto& s, auto&& f) { f("y", s.y, Arg::output); }
   };
+
+  // Kernels (ops/kernel_args.hpp). dx may alias dy.
+  template <class T>
+  struct FwdArgs {
+    const T *x, *wpe;
+    T *y;
+    static void fields(auto& a, const Config& c, auto&& f) {
+      f(ops::in("x", c.batch * c.seq * c.dim, Seed::normal(1.0, 1e30f), c.dim), a.x);
+      f(ops::in("wpe", c.max_seq * c.dim, Seed::normal(1.0, 1e30f), c.dim), a.wpe);
+      f(ops::out("y", c.batch * c.seq * c.dim, c.dim), a.y);
+    }
+  };
+  template <class T>
+  struct BwdArgs {
+    const T *dy;
+    T *dx, *dwpe;
+    static void fields(auto& a, const Config& c, auto&& f) {
+      f(ops::in("dy", c.batch * c.seq * c.dim, Seed::normal(1.0, 1e4f), c.dim), a.dy);
+      f(ops::out("dx", c.batch * c.seq * c.dim, c.dim, "dy"), a.dx);
+      f(ops::out("dwpe", c.max_seq * c.dim, c.dim), a.dwpe);
+    }
+  };
+  static std::vector<GateCase<Config>> gate_cases() {
+    std::vector<GateCase<Config>> v;
+    for (auto [B, T, D, M, off] : std::initializer_list<std::array<std::size_t, 5>>{
+             {1, 1, 1, 1, 0}, {1, 5, 33, 8, 2}, {3, 37, 97, 40, 3}, {2, 130, 256, 130, 0}, {4, 3, 5000, 9, 6}})
+      v.push_back({{B, T, D, M, off},
+                   shape_text({{"batch", B}, {"seq", T}, {"dim", D}, {"max_seq", M}, {"offset", off}})});
+    return v;
+  }
 
   static void validate(const Config& c) {
     if (c.offset + c.seq > c.max_seq)

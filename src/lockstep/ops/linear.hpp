@@ -13,6 +13,7 @@
 
 #include "lockstep/ad/check.hpp"
 #include "lockstep/ad/rng.hpp"
+#include "lockstep/ops/kernel_args.hpp"
 #include "lockstep/ops/op.hpp"
 
 namespace lockstep::ops {
@@ -50,6 +51,67 @@ struct Linear {
     Tensor<T> y;  // [N, M]
     static void fields(auto& s, auto&& f) { f("y", s.y, Arg::output); }
   };
+
+  // Kernels (ops/kernel_args.hpp). b is null without a bias (c.bias false),
+  // and so is db.
+  template <class T>
+  struct FwdArgs {
+    const T *x, *w, *b;
+    T *y;
+    static void fields(auto& a, const Config& c, auto&& f) {
+      f(ops::in("x", c.rows * c.in, Seed::uniform(-1, 1), c.in), a.x);
+      f(ops::in("w", c.out * c.in, Seed::uniform(-1, 1), c.in), a.w);
+      f(ops::in("b", c.bias ? c.out : 0, Seed::uniform(-1, 1)), a.b);
+      f(ops::out("y", c.rows * c.out, c.out), a.y);
+    }
+  };
+  template <class T>
+  struct BwdArgs {
+    const T *x, *w, *dy;
+    T *dx, *dw, *db;
+    static void fields(auto& a, const Config& c, auto&& f) {
+      f(ops::in("x", c.rows * c.in, Seed::uniform(-1, 1), c.in), a.x);
+      f(ops::in("w", c.out * c.in, Seed::uniform(-1, 1), c.in), a.w);
+      f(ops::in("dy", c.rows * c.out, Seed::uniform(-1, 1), c.out), a.dy);
+      f(ops::out("dx", c.rows * c.in, c.in), a.dx);
+      f(ops::out("dw", c.out * c.in, c.in), a.dw);
+      f(ops::out("db", c.bias ? c.out : 0), a.db);
+    }
+  };
+  // Ragged: every size off the GEMM's 128-row/column tiles, its 8- and 16-deep
+  // k tiles and the 4-wide vectors (scalar-load paths), rows 1 and batches of
+  // rows; in, out multiples of 4 but not of the tiles (16-byte-load paths
+  // with ragged edges), and in a multiple of 4 with out not (mixed loads).
+  // These small shapes are swept over every block tile.
+  // Then a large shape (several k tiles, full tiles, a big grid), the same
+  // size class with every extent ragged (k included: the rule sends it to the
+  // tiled kernels), and 2053 rows (the bias column sums' ring of row tiles
+  // wraps six times).
+  static std::vector<GateCase<Config>> gate_cases() {
+    std::vector<std::array<std::size_t, 3>> small, large;
+    for (std::size_t rows : {1, 37, 129})
+      for (std::size_t in : {1, 65, 257})
+        for (std::size_t out : {3, 129, 200}) small.push_back({rows, in, out});
+    small.push_back({37, 256, 200});
+    small.push_back({129, 68, 132});
+    small.push_back({300, 132, 260});
+    // in a multiple of 4, out not: the backward's dy takes 4-byte loads, w and
+    // x 16-byte ones (GPT-2's LM head, out = 50257).
+    small.push_back({37, 256, 129});
+    small.push_back({129, 68, 3});
+    large.push_back({512, 768, 2304});
+    large.push_back({516, 772, 2300});
+    large.push_back({2053, 68, 132});
+    std::vector<GateCase<Config>> v;
+    for (const auto* list : {&small, &large})
+      for (const auto& [rows, in, out] : *list)
+        for (bool bias : {false, true})
+          v.push_back({{rows, in, out, bias},
+                       shape_text({{"rows", rows}, {"in", in}, {"out", out}}) + (bias ? " bias" : ""),
+                       {},
+                       list == &small});
+    return v;
+  }
 
   template <class T>
   static Outputs<T> forward(const Config& c, const Inputs<T>& in) {

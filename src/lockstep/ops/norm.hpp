@@ -24,6 +24,7 @@
 #include "lockstep/ad/check.hpp"
 #include "lockstep/ad/rng.hpp"
 #include "lockstep/ops/linear.hpp"
+#include "lockstep/ops/kernel_args.hpp"
 #include "lockstep/ops/op.hpp"
 
 namespace lockstep::ops {
@@ -33,6 +34,26 @@ struct NormConfig {
   std::size_t dim = 0;   // D
   double eps = 1e-5;     // converted to T once (float: the nearest float)
 };
+
+// The gate shapes of the norms: rows 1, 3, 37, 130 (and 600, 1029: more than
+// one 256-row tile of the column chains), dims 1 to 256 and 5000 (two 4096-
+// chunks of the canonical lane tree); eps 0.5 at rows 37 too.
+inline std::vector<GateCase<NormConfig>> norm_gate_cases() {
+  std::vector<std::pair<std::size_t, std::size_t>> shapes;
+  for (std::size_t N : {1, 3, 37, 130})
+    for (std::size_t D : {1, 5, 33, 97, 256}) shapes.push_back({N, D});
+  shapes.push_back({3, 5000});
+  shapes.push_back({37, 5000});
+  shapes.push_back({600, 97});
+  shapes.push_back({1029, 33});
+  std::vector<GateCase<NormConfig>> v;
+  for (auto [N, D] : shapes)
+    for (double eps : {1e-5, 0.5}) {
+      if (eps == 0.5 && N != 37) continue;
+      v.push_back({{N, D, eps}, shape_text({{"rows", N}, {"dim", D}}) + (eps == 0.5 ? " eps 0.5" : " eps 1e-05")});
+    }
+  return v;
+}
 
 struct LayerNorm {
   static constexpr std::string_view name = "layernorm";
@@ -59,6 +80,37 @@ struct LayerNorm {
       f("rstd", s.rstd, Arg::saved);
     }
   };
+
+  // Kernels (ops/kernel_args.hpp).
+  template <class T>
+  struct FwdArgs {
+    const T *x, *gamma, *beta;
+    T *y, *mean, *rstd;
+    static void fields(auto& a, const Config& c, auto&& f) {
+      f(ops::in("x", c.rows * c.dim, Seed::of(Seed::Kind::norm_rows, c.dim), c.dim), a.x);
+      f(ops::in("gamma", c.dim), a.gamma);
+      f(ops::in("beta", c.dim), a.beta);
+      f(ops::saved("mean", c.rows), a.mean);
+      f(ops::saved("rstd", c.rows), a.rstd);
+      f(ops::out("y", c.rows * c.dim, c.dim), a.y);
+    }
+  };
+  template <class T>
+  struct BwdArgs {
+    const T *x, *gamma, *mean, *rstd, *dy;
+    T *dx, *dgamma, *dbeta;
+    static void fields(auto& a, const Config& c, auto&& f) {
+      f(ops::in("x", c.rows * c.dim, Seed::of(Seed::Kind::norm_rows, c.dim), c.dim), a.x);
+      f(ops::in("gamma", c.dim), a.gamma);
+      f(ops::saved("mean", c.rows), a.mean);
+      f(ops::saved("rstd", c.rows), a.rstd);
+      f(ops::in("dy", c.rows * c.dim, Seed::normal(1.0, 1e3f), c.dim), a.dy);
+      f(ops::out("dx", c.rows * c.dim, c.dim), a.dx);
+      f(ops::out("dgamma", c.dim), a.dgamma);
+      f(ops::out("dbeta", c.dim), a.dbeta);
+    }
+  };
+  static std::vector<GateCase<Config>> gate_cases() { return norm_gate_cases(); }
 
   template <class T>
   static Outputs<T> forward(const Config& c, const Inputs<T>& in) {
@@ -141,6 +193,33 @@ struct RmsNorm {
       f("rstd", s.rstd, Arg::saved);
     }
   };
+
+  // Kernels (ops/kernel_args.hpp).
+  template <class T>
+  struct FwdArgs {
+    const T *x, *w;
+    T *y, *rstd;
+    static void fields(auto& a, const Config& c, auto&& f) {
+      f(ops::in("x", c.rows * c.dim, Seed::of(Seed::Kind::norm_rows, c.dim), c.dim), a.x);
+      f(ops::in("w", c.dim), a.w);
+      f(ops::saved("rstd", c.rows), a.rstd);
+      f(ops::out("y", c.rows * c.dim, c.dim), a.y);
+    }
+  };
+  template <class T>
+  struct BwdArgs {
+    const T *x, *w, *rstd, *dy;
+    T *dx, *dw;
+    static void fields(auto& a, const Config& c, auto&& f) {
+      f(ops::in("x", c.rows * c.dim, Seed::of(Seed::Kind::norm_rows, c.dim), c.dim), a.x);
+      f(ops::in("w", c.dim), a.w);
+      f(ops::saved("rstd", c.rows), a.rstd);
+      f(ops::in("dy", c.rows * c.dim, Seed::normal(1.0, 1e3f), c.dim), a.dy);
+      f(ops::out("dx", c.rows * c.dim, c.dim), a.dx);
+      f(ops::out("dw", c.dim), a.dw);
+    }
+  };
+  static std::vector<GateCase<Config>> gate_cases() { return norm_gate_cases(); }
 
   template <class T>
   static Outputs<T> forward(const Config& c, const Inputs<T>& in) {

@@ -14,10 +14,15 @@
 //   (optional) static void algebra(const Config&, ad::Rng&, ad::Checks&);
 //   (optional, quantized ops) template <class T> static Outputs<T>
 //              surrogate(const Config&, const Inputs<T>& at, const Inputs<T>& x);
+//   // its kernels (ops the models run; ops/kernel_args.hpp):
+//   template <class T> struct FwdArgs, BwdArgs;  static gate_cases();
 //
 // `fields` lists the struct's tensors in a fixed order with their role (Arg):
-// this is how the generic gradient checker, the float/double casts and (later)
-// the kernel gates walk an op's arguments without knowing the op.
+// this is how the generic gradient checker and the float/double casts walk an
+// op's arguments without knowing the op. An op the models run also declares
+// its kernels' arguments (FwdArgs/BwdArgs, with their own `fields`) and its
+// gate shapes: ops/kernel_args.hpp; the GPU gates and the CPU-kernel bit tests
+// walk those.
 //
 // The backward receives the cotangents in an Outputs<T> whose `output` fields
 // are filled (its `saved` fields are empty) and returns the gradients in an

@@ -44,6 +44,7 @@
 
 #include "lockstep/ad/check.hpp"
 #include "lockstep/ad/rng.hpp"
+#include "lockstep/ops/kernel_args.hpp"
 #include "lockstep/ops/op.hpp"
 
 namespace lockstep::ops {
@@ -271,6 +272,49 @@ struct QuantLinear {
 struct BitLinear : QuantLinear<BitLinear> {
   static constexpr std::string_view name = "bitlinear";
   static constexpr double kActFloor = 1e-5;
+
+  // Kernels (ops/kernel_args.hpp). The kernels keep x̂ (Aux a), Ŵ (b) and the
+  // weight scale (s) for the backward; a backward without them recomputes them.
+  static constexpr bool kernel_keeps_aux = true;
+  template <class T>
+  struct FwdArgs {
+    const T *x, *w;
+    T *y;
+    // Activations with a spread of magnitudes per row; weights around the scale.
+    static void fields(auto& a, const Config& c, auto&& f) {
+      f(ops::in("x", c.rows * c.in, Seed::uniform(-3, 3), c.in), a.x);
+      f(ops::in("w", c.out * c.in, Seed::uniform(-0.1, 0.1), c.in), a.w);
+      f(ops::out("y", c.rows * c.out, c.out), a.y);
+    }
+  };
+  template <class T>
+  struct BwdArgs {
+    const T *x, *w, *dy;
+    T *dx, *dw;
+    static void fields(auto& a, const Config& c, auto&& f) {
+      f(ops::in("x", c.rows * c.in, Seed::uniform(-3, 3), c.in), a.x);
+      f(ops::in("w", c.out * c.in, Seed::uniform(-0.1, 0.1), c.in), a.w);
+      f(ops::in("dy", c.rows * c.out, Seed::uniform(-1, 1), c.out), a.dy);
+      f(ops::out("dx", c.rows * c.in, c.in), a.dx);
+      f(ops::out("dw", c.out * c.in, c.in), a.dw);
+    }
+  };
+  // Ragged shapes (swept over every GEMM block tile), a large one whose
+  // weight sum runs over 433 chunks (two levels), and more than 4096² weights
+  // (the canonical sum's third level).
+  static std::vector<GateCase<Config>> gate_cases() {
+    std::vector<std::array<std::size_t, 3>> small;
+    for (std::size_t rows : {1, 37})
+      for (std::size_t in : {65, 257})
+        for (std::size_t out : {3, 129}) small.push_back({rows, in, out});
+    small.push_back({37, 256, 200});
+    std::vector<GateCase<Config>> v;
+    for (const auto& [rows, in, out] : small)
+      v.push_back({{rows, in, out}, shape_text({{"rows", rows}, {"in", in}, {"out", out}}), {}, true});
+    v.push_back({{512, 768, 2304}, "rows 512 in 768 out 2304"});
+    v.push_back({{2, 4100, 4097}, "rows 2 in 4100 out 4097 (3-level weight sum)"});
+    return v;
+  }
 
   template <class T>
   static void weight_codes(const Config& c, const Tensor<T>& w, std::vector<std::int8_t>& q,

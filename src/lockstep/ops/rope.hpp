@@ -20,6 +20,7 @@
 
 #include "lockstep/ad/check.hpp"
 #include "lockstep/ad/rng.hpp"
+#include "lockstep/ops/kernel_args.hpp"
 #include "lockstep/ops/op.hpp"
 
 namespace lockstep::ops {
@@ -47,6 +48,46 @@ struct Rope {
     Tensor<T> y;  // [B, T, H, Dh]
     static void fields(auto& s, auto&& f) { f("y", s.y, Arg::output); }
   };
+
+  // Kernels (ops/kernel_args.hpp). y may alias x (in place). The kernels
+  // cache the cos/sin table of the last Config: the gates call them twice.
+  static constexpr int gate_calls = 2;
+  template <class T>
+  struct FwdArgs {
+    const T *x;
+    T *y;
+    static void fields(auto& a, const Config& c, auto&& f) {
+      const std::size_t n = c.batch * c.seq * c.heads * c.head_dim;
+      f(ops::in("x", n, Seed::normal(1.0, 1e30f), c.head_dim), a.x);
+      f(ops::out("y", n, c.head_dim, "x"), a.y);
+    }
+  };
+  template <class T>
+  struct BwdArgs {
+    const T *dy;
+    T *dx;
+    static void fields(auto& a, const Config& c, auto&& f) {
+      const std::size_t n = c.batch * c.seq * c.heads * c.head_dim;
+      f(ops::in("dy", n, Seed::normal(1.0, 1e30f), c.head_dim), a.dy);
+      f(ops::out("dx", n, c.head_dim, "dy"), a.dx);
+    }
+  };
+  static std::vector<GateCase<Config>> gate_cases() {
+    struct S {
+      std::size_t B, T, H, Dh;
+      double base;
+      std::size_t offset;
+    };
+    std::vector<GateCase<Config>> v;
+    for (const S& s : {S{1, 1, 1, 2, 10000.0, 0}, S{1, 5, 3, 6, 10000.0, 0}, S{2, 37, 3, 64, 10000.0, 0},
+                       S{3, 33, 2, 10, 500000.0, 1000}, S{1, 130, 1, 128, 10000.0, 7}})
+      for (auto layout : {RopeLayout::rotate_half, RopeLayout::interleaved})
+        v.push_back({{s.B, s.T, s.H, s.Dh, s.base, layout, s.offset},
+                     shape_text({{"batch", s.B}, {"seq", s.T}, {"heads", s.H}, {"head_dim", s.Dh},
+                                 {"base", static_cast<std::size_t>(s.base)}, {"offset", s.offset}}) +
+                         (layout == RopeLayout::interleaved ? " interleaved" : " rotate_half")});
+    return v;
+  }
 
   // cos/sin of every (position t, pair j), row-major [seq, Dh/2].
   template <class T>

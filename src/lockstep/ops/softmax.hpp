@@ -19,6 +19,7 @@
 
 #include "lockstep/ad/check.hpp"
 #include "lockstep/ad/rng.hpp"
+#include "lockstep/ops/kernel_args.hpp"
 #include "lockstep/ops/op.hpp"
 
 namespace lockstep::ops {
@@ -122,6 +123,44 @@ struct CrossEntropy {
       f("lse", s.lse, Arg::saved);
     }
   };
+
+  // Kernels (ops/kernel_args.hpp). dlogits may alias logits.
+  template <class T>
+  struct FwdArgs {
+    const T *logits;
+    const Index *targets;
+    T *loss, *lse;
+    static void fields(auto& a, const Config& c, auto&& f) {
+      f(ops::in("logits", c.rows * c.vocab, Seed::of(Seed::Kind::logit_rows, c.vocab), c.vocab), a.logits);
+      f(ops::in("targets", c.rows, Seed::of(Seed::Kind::targets, c.vocab)), a.targets);
+      f(ops::saved("lse", c.rows), a.lse);
+      f(ops::out("loss", c.rows), a.loss);
+    }
+  };
+  template <class T>
+  struct BwdArgs {
+    const T *logits;
+    const Index *targets;
+    const T *lse, *dloss;
+    T *dlogits;
+    static void fields(auto& a, const Config& c, auto&& f) {
+      f(ops::in("logits", c.rows * c.vocab, Seed::of(Seed::Kind::logit_rows, c.vocab), c.vocab), a.logits);
+      f(ops::in("targets", c.rows, Seed::of(Seed::Kind::targets, c.vocab)), a.targets);
+      f(ops::saved("lse", c.rows), a.lse);
+      f(ops::in("dloss", c.rows), a.dloss);
+      f(ops::out("dlogits", c.rows * c.vocab, c.vocab, "logits"), a.dlogits);
+    }
+  };
+  static std::vector<GateCase<Config>> gate_cases() {
+    std::vector<std::pair<std::size_t, std::size_t>> shapes;
+    for (std::size_t N : {1, 3, 37, 130})
+      for (std::size_t V : {1, 3, 300, 5003}) shapes.push_back({N, V});
+    shapes.push_back({5, 50257});
+    shapes.push_back({1, 8193});
+    std::vector<GateCase<Config>> v;
+    for (auto [N, V] : shapes) v.push_back({{N, V}, shape_text({{"rows", N}, {"vocab", V}})});
+    return v;
+  }
 
   template <class T>
   static Outputs<T> forward(const Config& c, const Inputs<T>& in) {

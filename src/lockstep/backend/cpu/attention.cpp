@@ -200,8 +200,8 @@ void chains(std::size_t rows, const float* w, std::size_t wr, std::size_t wj, co
 // ---------------------------------------------------------------------------
 // Forward.
 // ---------------------------------------------------------------------------
-void OpKernels::attention_fwd(const ops::Attention::Config& c, const float* q, std::size_t ldq, const float* k,
-                              const float* v, std::size_t ldkv, float* o, float* lse) {
+void OpKernels::run(const ops::Attention::Config& c, const ops::Attention::FwdArgs<float>& args) {
+  const auto& [q, ldq, k, v, ldkv, o, lse] = args;
   ops::Attention::validate(c);
   const std::size_t T = c.seq, Dh = c.head_dim, Hq = c.q_heads, rep = c.q_heads / c.kv_heads, KB = c.key_block;
   const float scale = ops::Attention::scale_of<float>(c);
@@ -274,9 +274,8 @@ void OpKernels::attention_fwd(const ops::Attention::Config& c, const float* q, s
 // ---------------------------------------------------------------------------
 // Backward.
 // ---------------------------------------------------------------------------
-void OpKernels::attention_bwd(const ops::Attention::Config& c, const float* q, std::size_t ldq, const float* k,
-                              const float* v, std::size_t ldkv, const float* o, const float* lse, const float* dout,
-                              float* dq, float* dk, float* dv) {
+void OpKernels::run(const ops::Attention::Config& c, const ops::Attention::BwdArgs<float>& args) {
+  const auto& [q, ldq, k, v, ldkv, o, lse, dout, dq, dk, dv] = args;
   ops::Attention::validate(c);
   const std::size_t T = c.seq, Dh = c.head_dim, Hq = c.q_heads, Hkv = c.kv_heads, rep = Hq / Hkv;
   const std::size_t ldo = Hq * Dh;  // o, dout: contiguous [tokens, Hq·Dh]

@@ -78,7 +78,8 @@ std::size_t min_parallel_work() { return g_min_work.load(); }
 
 // --- embeddings ---------------------------------------------------------------
 
-void OpKernels::embedding_fwd(const ops::Embedding::Config& c, const Index* ids, const float* wte, float* y) {
+void OpKernels::run(const ops::Embedding::Config& c, const ops::Embedding::FwdArgs<float>& args) {
+  const auto& [ids, wte, y] = args;
   for (std::size_t n = 0; n < c.tokens; ++n) ops::Embedding::row_of(c, ids[n]);  // throws like the spec
   util::parallel_for(c.tokens, threads, grain_for(c.dim), [&](std::size_t lo, std::size_t hi) {
     for (std::size_t n = lo; n < hi; ++n)
@@ -89,7 +90,8 @@ void OpKernels::embedding_fwd(const ops::Embedding::Config& c, const Index* ids,
 // dwte[v] = +0 + dy[n1] + dy[n2] + ... over the tokens with id v, n
 // ascending: vocabulary rows on threads, each thread scanning all tokens for
 // its rows (every row's chain in token order).
-void OpKernels::embedding_bwd(const ops::Embedding::Config& c, const Index* ids, const float* dy, float* dwte) {
+void OpKernels::run(const ops::Embedding::Config& c, const ops::Embedding::BwdArgs<float>& args) {
+  const auto& [ids, dy, dwte] = args;
   for (std::size_t n = 0; n < c.tokens; ++n) ops::Embedding::row_of(c, ids[n]);
   util::parallel_for(c.vocab, threads, grain_for(c.tokens), [&](std::size_t lo, std::size_t hi) {
     std::fill(dwte + lo * c.dim, dwte + hi * c.dim, 0.0f);
@@ -103,7 +105,8 @@ void OpKernels::embedding_bwd(const ops::Embedding::Config& c, const Index* ids,
   });
 }
 
-void OpKernels::positions_fwd(const ops::LearnedPositions::Config& c, const float* x, const float* wpe, float* y) {
+void OpKernels::run(const ops::LearnedPositions::Config& c, const ops::LearnedPositions::FwdArgs<float>& args) {
+  const auto& [x, wpe, y] = args;
   ops::LearnedPositions::validate(c);
   util::parallel_for(c.batch * c.seq, threads, grain_for(c.dim), [&](std::size_t lo, std::size_t hi) {
     for (std::size_t r = lo; r < hi; ++r) {
@@ -114,7 +117,8 @@ void OpKernels::positions_fwd(const ops::LearnedPositions::Config& c, const floa
 }
 
 // dx = dy; dwpe[offset + t] = +0 + dy[0, t] + dy[1, t] + ... (b ascending).
-void OpKernels::positions_bwd(const ops::LearnedPositions::Config& c, const float* dy, float* dx, float* dwpe) {
+void OpKernels::run(const ops::LearnedPositions::Config& c, const ops::LearnedPositions::BwdArgs<float>& args) {
+  const auto& [dy, dx, dwpe] = args;
   ops::LearnedPositions::validate(c);
   if (dx != dy) std::memcpy(dx, dy, c.batch * c.seq * c.dim * sizeof(float));
   std::fill(dwpe, dwpe + c.max_seq * c.dim, 0.0f);
@@ -131,7 +135,8 @@ void OpKernels::positions_bwd(const ops::LearnedPositions::Config& c, const floa
 
 // --- linear layers --------------------------------------------------------------
 
-void OpKernels::linear_fwd(const ops::Linear::Config& c, const float* x, const float* w, const float* b, float* y) {
+void OpKernels::run(const ops::Linear::Config& c, const ops::Linear::FwdArgs<float>& args) {
+  const auto& [x, w, b, y] = args;
   gemm_xwt(c.rows, c.out, c.in, x, w, y, threads);
   if (!c.bias) return;
   util::parallel_for(c.rows, threads, grain_for(c.out), [&](std::size_t lo, std::size_t hi) {
@@ -140,8 +145,8 @@ void OpKernels::linear_fwd(const ops::Linear::Config& c, const float* x, const f
   });
 }
 
-void OpKernels::linear_bwd(const ops::Linear::Config& c, const float* x, const float* w, const float* dy, float* dx,
-                           float* dw, float* db) {
+void OpKernels::run(const ops::Linear::Config& c, const ops::Linear::BwdArgs<float>& args) {
+  const auto& [x, w, dy, dx, dw, db] = args;
   gemm_dyw(c.rows, c.out, c.in, dy, w, dx, threads);
   gemm_dytx(c.rows, c.out, c.in, dy, x, dw, threads);
   if (c.bias) column_sums(dy, c.rows, c.out, db, threads);
@@ -154,7 +159,8 @@ void OpKernels::linear_bwd(const ops::Linear::Config& c, const float* x, const f
 // (the chain starts at +0 and an exact cancellation rounds to +0). The
 // dequantized operands x̂ = q·step and Ŵ = q·scale are kept in aux for the
 // backward (the spec recomputes them: same bits).
-void OpKernels::bitlinear_fwd(const ops::QuantLinearConfig& c, const float* x, const float* w, float* y, Aux& aux) {
+void OpKernels::run(const ops::QuantLinearConfig& c, const ops::BitLinear::FwdArgs<float>& args, Aux& aux) {
+  const auto& [x, w, y] = args;
   ops::BitLinear::validate(c);
   const std::size_t N = c.rows, K = c.in, M = c.out;
   // Weights: per-tensor absmean ternary (ops::quantize_ternary).
@@ -202,12 +208,12 @@ void OpKernels::bitlinear_fwd(const ops::QuantLinearConfig& c, const float* x, c
 }
 
 // STE backward: dx = dy·Ŵ, dW = dyᵀ·x̂ (canonical GEMM chains).
-void OpKernels::bitlinear_bwd(const ops::QuantLinearConfig& c, const float* x, const float* w, const float* dy,
-                              float* dx, float* dw, Aux& aux) {
+void OpKernels::run(const ops::QuantLinearConfig& c, const ops::BitLinear::BwdArgs<float>& args, Aux& aux) {
+  const auto& [x, w, dy, dx, dw] = args;
   if (aux.a.size() != c.rows * c.in || aux.b.size() != c.out * c.in) {
     Aux fresh;  // no forward kept (never the case inside the model): recompute
     std::vector<float> y(c.rows * c.out);
-    bitlinear_fwd(c, x, w, y.data(), fresh);
+    forward<ops::BitLinear>(c, {.x = x, .w = w, .y = y.data()}, fresh);
     aux = std::move(fresh);
   }
   gemm_dyw(c.rows, c.out, c.in, dy, aux.b.data(), dx, threads);
@@ -216,8 +222,8 @@ void OpKernels::bitlinear_bwd(const ops::QuantLinearConfig& c, const float* x, c
 
 // --- norms ----------------------------------------------------------------------
 
-void OpKernels::layernorm_fwd(const ops::NormConfig& c, const float* x, const float* g, const float* b, float* y,
-                              float* mean, float* rstd) {
+void OpKernels::run(const ops::NormConfig& c, const ops::LayerNorm::FwdArgs<float>& args) {
+  const auto& [x, g, b, y, mean, rstd] = args;
   const std::size_t D = c.dim;
   const auto eps = static_cast<float>(c.eps);
   util::parallel_for(c.rows, threads, grain_for(4 * D), [&](std::size_t lo, std::size_t hi) {
@@ -236,8 +242,8 @@ void OpKernels::layernorm_fwd(const ops::NormConfig& c, const float* x, const fl
   });
 }
 
-void OpKernels::layernorm_bwd(const ops::NormConfig& c, const float* x, const float* g, const float* mean,
-                              const float* rstd, const float* dy, float* dx, float* dg, float* db) {
+void OpKernels::run(const ops::NormConfig& c, const ops::LayerNorm::BwdArgs<float>& args) {
+  const auto& [x, g, mean, rstd, dy, dx, dg, db] = args;
   const std::size_t D = c.dim, N = c.rows;
   xhat_.resize(N * D);
   util::parallel_for(N, threads, grain_for(4 * D), [&](std::size_t lo, std::size_t hi) {
@@ -261,7 +267,8 @@ void OpKernels::layernorm_bwd(const ops::NormConfig& c, const float* x, const fl
   column_sums(dy, N, D, db, threads);
 }
 
-void OpKernels::rmsnorm_fwd(const ops::NormConfig& c, const float* x, const float* w, float* y, float* rstd) {
+void OpKernels::run(const ops::NormConfig& c, const ops::RmsNorm::FwdArgs<float>& args) {
+  const auto& [x, w, y, rstd] = args;
   const std::size_t D = c.dim;
   const auto eps = static_cast<float>(c.eps);
   util::parallel_for(c.rows, threads, grain_for(4 * D), [&](std::size_t lo, std::size_t hi) {
@@ -276,8 +283,8 @@ void OpKernels::rmsnorm_fwd(const ops::NormConfig& c, const float* x, const floa
   });
 }
 
-void OpKernels::rmsnorm_bwd(const ops::NormConfig& c, const float* x, const float* w, const float* rstd,
-                            const float* dy, float* dx, float* dw) {
+void OpKernels::run(const ops::NormConfig& c, const ops::RmsNorm::BwdArgs<float>& args) {
+  const auto& [x, w, rstd, dy, dx, dw] = args;
   const std::size_t D = c.dim, N = c.rows;
   xhat_.resize(N * D);
   util::parallel_for(N, threads, grain_for(4 * D), [&](std::size_t lo, std::size_t hi) {
@@ -303,7 +310,8 @@ void OpKernels::rmsnorm_bwd(const ops::NormConfig& c, const float* x, const floa
 
 // GELU: t = tanh(u(x)) is kept for the backward. Per piece: u, then the
 // tanh of the whole run (tanh_n: num::tanh bit for bit), then y.
-void OpKernels::gelu_fwd(const ops::ElementwiseConfig& c, const float* x, float* y, Aux& aux) {
+void OpKernels::run(const ops::ElementwiseConfig& c, const ops::Gelu::FwdArgs<float>& args, Aux& aux) {
+  const auto& [x, y] = args;
   aux.a.resize(c.n);
   float* ts = aux.a.data();
   util::parallel_for(c.n, threads, grain_for(16), [&](std::size_t lo, std::size_t hi) {
@@ -316,7 +324,8 @@ void OpKernels::gelu_fwd(const ops::ElementwiseConfig& c, const float* x, float*
   });
 }
 
-void OpKernels::gelu_bwd(const ops::ElementwiseConfig& c, const float* x, const float* dy, float* dx, Aux& aux) {
+void OpKernels::run(const ops::ElementwiseConfig& c, const ops::Gelu::BwdArgs<float>& args, Aux& aux) {
+  const auto& [x, dy, dx] = args;
   const bool kept = aux.a.size() == c.n;
   const float* ts = aux.a.data();
   const auto k0 = static_cast<float>(ops::Gelu::kSqrt2OverPi);
@@ -334,7 +343,8 @@ void OpKernels::gelu_bwd(const ops::ElementwiseConfig& c, const float* x, const 
 }
 
 // SwiGLU: σ(gate) is kept for the backward.
-void OpKernels::swiglu_fwd(const ops::ElementwiseConfig& c, const float* gate, const float* up, float* y, Aux& aux) {
+void OpKernels::run(const ops::ElementwiseConfig& c, const ops::SwiGlu::FwdArgs<float>& args, Aux& aux) {
+  const auto& [gate, up, y] = args;
   aux.a.resize(c.n);
   float* sg = aux.a.data();
   util::parallel_for(c.n, threads, grain_for(16), [&](std::size_t lo, std::size_t hi) {
@@ -343,8 +353,8 @@ void OpKernels::swiglu_fwd(const ops::ElementwiseConfig& c, const float* gate, c
   });
 }
 
-void OpKernels::swiglu_bwd(const ops::ElementwiseConfig& c, const float* gate, const float* up, const float* dy,
-                           float* dgate, float* dup, Aux& aux) {
+void OpKernels::run(const ops::ElementwiseConfig& c, const ops::SwiGlu::BwdArgs<float>& args, Aux& aux) {
+  const auto& [gate, up, dy, dgate, dup] = args;
   const bool kept = aux.a.size() == c.n;
   const float* sg = aux.a.data();
   elementwise(c.n, threads, [&](std::size_t i) {
@@ -357,15 +367,16 @@ void OpKernels::swiglu_bwd(const ops::ElementwiseConfig& c, const float* gate, c
   });
 }
 
-void OpKernels::relu2mul_fwd(const ops::ElementwiseConfig& c, const float* gate, const float* up, float* y, Aux&) {
+void OpKernels::run(const ops::ElementwiseConfig& c, const ops::ReluSqMul::FwdArgs<float>& args) {
+  const auto& [gate, up, y] = args;
   elementwise(c.n, threads, [&](std::size_t i) {
     const float r = ops::max2(gate[i], 0.0f);
     y[i] = (r * r) * up[i];
   });
 }
 
-void OpKernels::relu2mul_bwd(const ops::ElementwiseConfig& c, const float* gate, const float* up, const float* dy,
-                             float* dgate, float* dup, Aux&) {
+void OpKernels::run(const ops::ElementwiseConfig& c, const ops::ReluSqMul::BwdArgs<float>& args) {
+  const auto& [gate, up, dy, dgate, dup] = args;
   elementwise(c.n, threads, [&](std::size_t i) {
     const float r = ops::max2(gate[i], 0.0f);
     const float d = dy[i];
@@ -374,12 +385,14 @@ void OpKernels::relu2mul_bwd(const ops::ElementwiseConfig& c, const float* gate,
   });
 }
 
-void OpKernels::residual_fwd(const ops::ElementwiseConfig& c, const float* a, const float* b, float* y) {
+void OpKernels::run(const ops::ElementwiseConfig& c, const ops::ResidualAdd::FwdArgs<float>& args) {
+  const auto& [a, b, y] = args;
   elementwise(c.n, threads, [&](std::size_t i) { y[i] = a[i] + b[i]; });
 }
 
 // da = dy, db = dy: copies unless the caller routes them in place.
-void OpKernels::residual_bwd(const ops::ElementwiseConfig& c, const float* dy, float* da, float* db) {
+void OpKernels::run(const ops::ElementwiseConfig& c, const ops::ResidualAdd::BwdArgs<float>& args) {
+  const auto& [dy, da, db] = args;
   if (da != dy) std::memcpy(da, dy, c.n * sizeof(float));
   if (db != dy) std::memcpy(db, dy, c.n * sizeof(float));
 }
@@ -422,13 +435,17 @@ void OpKernels::rope_apply(const ops::Rope::Config& c, const float* x, float* y,
   });
 }
 
-void OpKernels::rope_fwd(const ops::Rope::Config& c, const float* x, float* y) { rope_apply(c, x, y, false); }
-void OpKernels::rope_bwd(const ops::Rope::Config& c, const float* dy, float* dx) { rope_apply(c, dy, dx, true); }
+void OpKernels::run(const ops::Rope::Config& c, const ops::Rope::FwdArgs<float>& args) {
+  rope_apply(c, args.x, args.y, false);
+}
+void OpKernels::run(const ops::Rope::Config& c, const ops::Rope::BwdArgs<float>& args) {
+  rope_apply(c, args.dy, args.dx, true);
+}
 
 // --- cross-entropy ------------------------------------------------------------------
 
-void OpKernels::ce_fwd(const ops::CrossEntropy::Config& c, const float* logits, const Index* targets, float* loss,
-                       float* lse) {
+void OpKernels::run(const ops::CrossEntropy::Config& c, const ops::CrossEntropy::FwdArgs<float>& args) {
+  const auto& [logits, targets, loss, lse] = args;
   const std::size_t V = c.vocab;
   for (std::size_t n = 0; n < c.rows; ++n)
     if (targets[n] >= 0) ops::CrossEntropy::target(c, targets[n]);  // throws like the spec
@@ -447,8 +464,8 @@ void OpKernels::ce_fwd(const ops::CrossEntropy::Config& c, const float* logits, 
   });
 }
 
-void OpKernels::ce_bwd(const ops::CrossEntropy::Config& c, const float* logits, const Index* targets,
-                       const float* lse, const float* dloss, float* dlogits) {
+void OpKernels::run(const ops::CrossEntropy::Config& c, const ops::CrossEntropy::BwdArgs<float>& args) {
+  const auto& [logits, targets, lse, dloss, dlogits] = args;
   const std::size_t V = c.vocab;
   util::parallel_for(c.rows, threads, grain_for(8 * V), [&](std::size_t lo, std::size_t hi) {
     for (std::size_t n = lo; n < hi; ++n) {

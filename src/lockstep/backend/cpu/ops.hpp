@@ -15,14 +15,17 @@
 // BitLinear's dequantized operands, RoPE's cos/sin table) are kept from the
 // forward instead: the same bits, computed once.
 //
-// This is the kernel set of the fast model (model/transformer.cpp); its method
-// names and contracts are those of model::SpecKernels (model/spec_kernels.hpp),
-// and tests/model/cpu_kernels_test.cpp checks every one against the op spec.
+// This is the kernel set of the fast model (model/transformer.cpp): a
+// run(config, args) per op and direction, called by op type
+// (k.forward<Op>(c, args), ad/kernel_set.hpp), with the contracts of the op's
+// FwdArgs/BwdArgs (ops/kernel_args.hpp) and of model::SpecKernels;
+// tests/model/cpu_kernels_test.cpp checks every one against the op spec.
 #pragma once
 
 #include <cstddef>
 #include <vector>
 
+#include "lockstep/ad/kernel_set.hpp"
 #include "lockstep/backend/cpu/kernel_aux.hpp"
 #include "lockstep/ops/all.hpp"
 
@@ -35,7 +38,7 @@ namespace lockstep::cpu {
 void set_min_parallel_work(std::size_t ops);
 std::size_t min_parallel_work();
 
-class OpKernels {
+class OpKernels : public ad::KeyedKernels<OpKernels, float> {
  public:
   using Index = ops::Index;
   using Aux = cpu::Aux;
@@ -44,44 +47,32 @@ class OpKernels {
 
   void begin_forward() {}
 
-  void embedding_fwd(const ops::Embedding::Config& c, const Index* ids, const float* wte, float* y);
-  void embedding_bwd(const ops::Embedding::Config& c, const Index* ids, const float* dy, float* dwte);
-  void positions_fwd(const ops::LearnedPositions::Config& c, const float* x, const float* wpe, float* y);
-  void positions_bwd(const ops::LearnedPositions::Config& c, const float* dy, float* dx, float* dwpe);
-  void linear_fwd(const ops::Linear::Config& c, const float* x, const float* w, const float* b, float* y);
-  void linear_bwd(const ops::Linear::Config& c, const float* x, const float* w, const float* dy, float* dx,
-                  float* dw, float* db);
-  void bitlinear_fwd(const ops::QuantLinearConfig& c, const float* x, const float* w, float* y, Aux& aux);
-  void bitlinear_bwd(const ops::QuantLinearConfig& c, const float* x, const float* w, const float* dy, float* dx,
-                     float* dw, Aux& aux);
-  void layernorm_fwd(const ops::NormConfig& c, const float* x, const float* g, const float* b, float* y,
-                     float* mean, float* rstd);
-  void layernorm_bwd(const ops::NormConfig& c, const float* x, const float* g, const float* mean,
-                     const float* rstd, const float* dy, float* dx, float* dg, float* db);
-  void rmsnorm_fwd(const ops::NormConfig& c, const float* x, const float* w, float* y, float* rstd);
-  void rmsnorm_bwd(const ops::NormConfig& c, const float* x, const float* w, const float* rstd, const float* dy,
-                   float* dx, float* dw);
-  void gelu_fwd(const ops::ElementwiseConfig& c, const float* x, float* y, Aux& aux);
-  void gelu_bwd(const ops::ElementwiseConfig& c, const float* x, const float* dy, float* dx, Aux& aux);
-  void swiglu_fwd(const ops::ElementwiseConfig& c, const float* gate, const float* up, float* y, Aux& aux);
-  void swiglu_bwd(const ops::ElementwiseConfig& c, const float* gate, const float* up, const float* dy,
-                  float* dgate, float* dup, Aux& aux);
-  void relu2mul_fwd(const ops::ElementwiseConfig& c, const float* gate, const float* up, float* y, Aux& aux);
-  void relu2mul_bwd(const ops::ElementwiseConfig& c, const float* gate, const float* up, const float* dy,
-                    float* dgate, float* dup, Aux& aux);
-  void residual_fwd(const ops::ElementwiseConfig& c, const float* a, const float* b, float* y);
-  void residual_bwd(const ops::ElementwiseConfig& c, const float* dy, float* da, float* db);
-  void rope_fwd(const ops::Rope::Config& c, const float* x, float* y);
-  void rope_bwd(const ops::Rope::Config& c, const float* dy, float* dx);
-  void attention_fwd(const ops::Attention::Config& c, const float* q, std::size_t ldq, const float* k,
-                     const float* v, std::size_t ldkv, float* o, float* lse);
-  void attention_bwd(const ops::Attention::Config& c, const float* q, std::size_t ldq, const float* k,
-                     const float* v, std::size_t ldkv, const float* o, const float* lse, const float* dout,
-                     float* dq, float* dk, float* dv);
-  void ce_fwd(const ops::CrossEntropy::Config& c, const float* logits, const Index* targets, float* loss,
-              float* lse);
-  void ce_bwd(const ops::CrossEntropy::Config& c, const float* logits, const Index* targets, const float* lse,
-              const float* dloss, float* dlogits);
+  void run(const ops::Embedding::Config& c, const ops::Embedding::FwdArgs<float>& a);
+  void run(const ops::Embedding::Config& c, const ops::Embedding::BwdArgs<float>& a);
+  void run(const ops::LearnedPositions::Config& c, const ops::LearnedPositions::FwdArgs<float>& a);
+  void run(const ops::LearnedPositions::Config& c, const ops::LearnedPositions::BwdArgs<float>& a);
+  void run(const ops::Linear::Config& c, const ops::Linear::FwdArgs<float>& a);
+  void run(const ops::Linear::Config& c, const ops::Linear::BwdArgs<float>& a);
+  void run(const ops::QuantLinearConfig& c, const ops::BitLinear::FwdArgs<float>& a, Aux& aux);
+  void run(const ops::QuantLinearConfig& c, const ops::BitLinear::BwdArgs<float>& a, Aux& aux);
+  void run(const ops::NormConfig& c, const ops::LayerNorm::FwdArgs<float>& a);
+  void run(const ops::NormConfig& c, const ops::LayerNorm::BwdArgs<float>& a);
+  void run(const ops::NormConfig& c, const ops::RmsNorm::FwdArgs<float>& a);
+  void run(const ops::NormConfig& c, const ops::RmsNorm::BwdArgs<float>& a);
+  void run(const ops::ElementwiseConfig& c, const ops::Gelu::FwdArgs<float>& a, Aux& aux);
+  void run(const ops::ElementwiseConfig& c, const ops::Gelu::BwdArgs<float>& a, Aux& aux);
+  void run(const ops::ElementwiseConfig& c, const ops::SwiGlu::FwdArgs<float>& a, Aux& aux);
+  void run(const ops::ElementwiseConfig& c, const ops::SwiGlu::BwdArgs<float>& a, Aux& aux);
+  void run(const ops::ElementwiseConfig& c, const ops::ReluSqMul::FwdArgs<float>& a);
+  void run(const ops::ElementwiseConfig& c, const ops::ReluSqMul::BwdArgs<float>& a);
+  void run(const ops::ElementwiseConfig& c, const ops::ResidualAdd::FwdArgs<float>& a);
+  void run(const ops::ElementwiseConfig& c, const ops::ResidualAdd::BwdArgs<float>& a);
+  void run(const ops::Rope::Config& c, const ops::Rope::FwdArgs<float>& a);
+  void run(const ops::Rope::Config& c, const ops::Rope::BwdArgs<float>& a);
+  void run(const ops::Attention::Config& c, const ops::Attention::FwdArgs<float>& a);
+  void run(const ops::Attention::Config& c, const ops::Attention::BwdArgs<float>& a);
+  void run(const ops::CrossEntropy::Config& c, const ops::CrossEntropy::FwdArgs<float>& a);
+  void run(const ops::CrossEntropy::Config& c, const ops::CrossEntropy::BwdArgs<float>& a);
   void add_into(std::size_t n, float* acc, const float* x);
 
  private:

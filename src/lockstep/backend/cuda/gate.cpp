@@ -34,11 +34,15 @@ std::string first_difference(std::string_view tensor, const std::vector<float>& 
   return first_difference(tensor, cpu.data(), gpu.data(), cpu.size(), row_len);
 }
 
-std::vector<Case> all_cases() {
-  std::vector<Case> all;
-  for (auto family : {linear_cases, pointwise_cases, attention_cases, train_cases})
-    for (Case& c : family()) all.push_back(std::move(c));
-  return all;
+std::vector<Case> cases_of(std::initializer_list<std::string_view> ops) {
+  std::vector<Case> out;
+  for (Case& c : all_cases())
+    for (std::string_view op : ops)
+      if (c.op == op) {
+        out.push_back(std::move(c));
+        break;
+      }
+  return out;
 }
 
 std::vector<Outcome> run_gates(const std::vector<Case>& cases, const Options& opt) {

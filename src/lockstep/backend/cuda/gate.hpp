@@ -6,15 +6,18 @@
 // on zeroed memory, is caught deliberately. A failing kernel is refused with its
 // name, the shape and the first differing cell.
 //
-// The cases come from one list per kernel family (gate_*.cpp): a case builds
-// seeded random inputs, runs the CPU mirror and the CUDA kernel set, and
-// compares every output with first_difference. Adding a kernel means adding
-// its cases to its family's list; run_gates and the tests pick them up.
+// The cases are generated from the op list (gate_driver.cpp): every op of
+// ops::ModelOps, on the shapes it declares (Op::gate_cases()), forward and
+// backward, with the arguments its FwdArgs/BwdArgs fields describe
+// (ops/kernel_args.hpp): the driver seeds, uploads, runs the CPU mirror and
+// the CUDA kernel set, and compares every output and saved value with
+// first_difference. Adding an op to ops::ModelOps is all it takes to gate it.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -32,22 +35,22 @@ std::string first_difference(std::string_view tensor, const std::vector<float>& 
 
 struct Case {
   std::string kernel;  // "linear_fwd", "attention_bwd", ...
-  std::string shape;   // "rows 37 in 65 out 129 bias"
+  std::string shape;   // "rows 37 in 65 out 129 bias", then the variant (" tile 3", " dx=dy", ...)
+  std::string op;      // the op's name ("linear"), or the non-op kernel's ("add_into")
+  int tile = 0;        // the GEMM block tile the case forces (launch::gemm_tile_override), 0: the rule's
   // Runs the case with inputs drawn from `seed`; returns "" or the first
   // difference (first_difference's message, prefixed by the tensor).
   std::function<std::string(std::uint64_t seed)> run;
 };
 
-// Each kernel family's cases (defined in gate_linear.cpp, gate_pointwise.cpp,
-// gate_attention.cpp).
-std::vector<Case> linear_cases();
-std::vector<Case> pointwise_cases();
-std::vector<Case> attention_cases();
 // The kernels a training step launches beside the ops' (gate_train.cpp): the
 // optimizer's four, the mean loss, the fill, the audits' gather.
 std::vector<Case> train_cases();
-// Every case of every family, in one list.
+// Every case in one list: every op of ops::ModelOps and add_into
+// (gate_driver.cpp), then train_cases().
 std::vector<Case> all_cases();
+// The cases of the named ops (Case::op: "linear", "attention", "add_into", ...).
+std::vector<Case> cases_of(std::initializer_list<std::string_view> ops);
 
 struct Outcome {
   std::string kernel, shape;

@@ -55,6 +55,7 @@ void add(std::string kernel, std::string shape, std::function<std::string(std::u
   Case c;  // by member: Case may carry more fields (they keep their defaults)
   c.kernel = std::move(kernel);
   c.shape = std::move(shape);
+  c.op = "train";  // gate::cases_of({"train"})
   c.run = std::move(run);
   g_cases.push_back(std::move(c));
 }

@@ -36,6 +36,7 @@
 #include "lockstep/backend/cuda/device.hpp"
 #include "lockstep/backend/cuda/gemm_epilogue.cuh"
 #include "lockstep/backend/cuda/gemm_launch.hpp"
+#include "lockstep/backend/cuda/gemm_tile_rule.hpp"
 #include "lockstep/backend/cuda/mutant.hpp"
 #include "lockstep/backend/cuda/trace_launch.hpp"
 #include "lockstep/num/fp.hpp"
@@ -264,27 +265,8 @@ void launch_one(int I, int J, int K, const float* A, std::size_t lda, const floa
 
 int g_tile_override = 0;
 
-// The block tile from the output's shape. Measured on the H200 (docs/perf/
-// GEMM_CUDA.md, v2): blocks run in ceil(blocks / SMs) rounds at the SM's rate
-// for the tile (one 128×128 block already takes the SM's whole rate), so a
-// tile's time is ~ ceil(blocks / SMs) · cells per block / its rate. The rule
-// takes the cheapest tile by that model; it leaves the base tile (7, or 2
-// where the operands cannot take 16-byte loads) only for a predicted gain of
-// 3% or more. Rates relative to tile 7, from v2's forced-tile timings of the
-// GPT-2 products; the shape-fitted tiles 3, 4, 5, 6 run only with 16-byte
-// loads (their scalar-load forms are correct but unmeasured and slower). Tile
-// 6 (128×144, v3, for the 768×3072 weight gradient) is tile 3 turned on its
-// side: its rate is taken to be tile 3's until measured.
-struct TileModel {
-  int cfg, bm, bn;
-  double rate;
-  bool needs_vec;
-};
-constexpr TileModel kTiles[] = {
-    {7, 128, 128, 1.000, true},  {2, 128, 128, 0.916, false}, {1, 64, 64, 0.760, false},
-    {3, 144, 128, 0.871, true},  {4, 112, 128, 0.857, true},  {5, 48, 128, 0.578, true},
-    {6, 128, 144, 0.871, true},
-};
+// The block tile from the output's shape: gemm_tile_rule.hpp's model, on this
+// device's multiprocessor count (or the override).
 int choose_tile(int I, int J, bool vec) {
   if (g_tile_override >= 1 && g_tile_override <= kGemmTiles) return g_tile_override;
   static const long sms = [] {
@@ -293,15 +275,7 @@ int choose_tile(int I, int J, bool vec) {
       return 132L;
     return static_cast<long>(n);
   }();
-  const auto cost = [&](const TileModel& t) {
-    const long blocks = static_cast<long>((I + t.bm - 1) / t.bm) * ((J + t.bn - 1) / t.bn);
-    return static_cast<double>((blocks + sms - 1) / sms) * t.bm * t.bn / t.rate;
-  };
-  const TileModel& base = vec ? kTiles[0] : kTiles[1];
-  const TileModel* best = &base;
-  for (const TileModel& t : kTiles)
-    if ((vec || !t.needs_vec) && cost(t) < cost(*best)) best = &t;
-  return cost(*best) <= 0.97 * cost(base) ? best->cfg : base.cfg;
+  return tile_rule(I, J, vec, sms);
 }
 
 template <int S, bool AKC, bool BKC>

@@ -1,6 +1,7 @@
-// The CUDA kernel set of the model's ops: the same method names and contracts
-// as cpu::OpKernels (backend/cpu/ops.hpp) and model::SpecKernels, on device
-// pointers. Every method computes its op specification's float expression bit
+// The CUDA kernel set of the model's ops: the same run(config, args) per op
+// and direction as cpu::OpKernels (backend/cpu/ops.hpp) and
+// model::SpecKernels, called by op type (ad/kernel_set.hpp), on device
+// pointers. Every kernel computes its op specification's float expression bit
 // for bit (DESIGN.md §1); the start-up gates (gate.hpp) prove it on this device
 // against cpu::OpKernels before a run uses a kernel.
 //
@@ -20,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "lockstep/ad/kernel_set.hpp"
 #include "lockstep/backend/cuda/device.hpp"
 #include "lockstep/ops/all.hpp"
 
@@ -33,7 +35,7 @@ struct Aux {
   float scale() const { return s.empty() ? 0.0f : s.download()[0]; }
 };
 
-class OpKernels {
+class OpKernels : public ad::KeyedKernels<OpKernels, float> {
  public:
   using Index = ops::Index;
   using Aux = cuda::Aux;
@@ -41,6 +43,10 @@ class OpKernels {
   using Buffer = DeviceBuffer<U>;
 
   int threads = 1;  // unused (the CPU kernel sets' knob)
+  // Tests and gates only: how the attention backward keeps its dS tiles. -1:
+  // as many batch elements as launch::kAttentionMaxDsBytes holds (the model's
+  // way); 0: none (the dq kernel recomputes them); k: chunks of k elements.
+  int attention_ds_chunk = -1;
 
   void begin_forward() {}
 
@@ -64,45 +70,33 @@ class OpKernels {
   void fill(float* x, std::size_t n, float value);
   void copy_to_host(float* host, const float* device, std::size_t n);
 
-  // --- the ops (contracts: cpu::OpKernels / model::SpecKernels) --------------
-  void embedding_fwd(const ops::Embedding::Config& c, const Index* ids, const float* wte, float* y);
-  void embedding_bwd(const ops::Embedding::Config& c, const Index* ids, const float* dy, float* dwte);
-  void positions_fwd(const ops::LearnedPositions::Config& c, const float* x, const float* wpe, float* y);
-  void positions_bwd(const ops::LearnedPositions::Config& c, const float* dy, float* dx, float* dwpe);
-  void linear_fwd(const ops::Linear::Config& c, const float* x, const float* w, const float* b, float* y);
-  void linear_bwd(const ops::Linear::Config& c, const float* x, const float* w, const float* dy, float* dx,
-                  float* dw, float* db);
-  void bitlinear_fwd(const ops::QuantLinearConfig& c, const float* x, const float* w, float* y, Aux& aux);
-  void bitlinear_bwd(const ops::QuantLinearConfig& c, const float* x, const float* w, const float* dy, float* dx,
-                     float* dw, Aux& aux);
-  void layernorm_fwd(const ops::NormConfig& c, const float* x, const float* g, const float* b, float* y,
-                     float* mean, float* rstd);
-  void layernorm_bwd(const ops::NormConfig& c, const float* x, const float* g, const float* mean,
-                     const float* rstd, const float* dy, float* dx, float* dg, float* db);
-  void rmsnorm_fwd(const ops::NormConfig& c, const float* x, const float* w, float* y, float* rstd);
-  void rmsnorm_bwd(const ops::NormConfig& c, const float* x, const float* w, const float* rstd, const float* dy,
-                   float* dx, float* dw);
-  void gelu_fwd(const ops::ElementwiseConfig& c, const float* x, float* y, Aux& aux);
-  void gelu_bwd(const ops::ElementwiseConfig& c, const float* x, const float* dy, float* dx, Aux& aux);
-  void swiglu_fwd(const ops::ElementwiseConfig& c, const float* gate, const float* up, float* y, Aux& aux);
-  void swiglu_bwd(const ops::ElementwiseConfig& c, const float* gate, const float* up, const float* dy,
-                  float* dgate, float* dup, Aux& aux);
-  void relu2mul_fwd(const ops::ElementwiseConfig& c, const float* gate, const float* up, float* y, Aux& aux);
-  void relu2mul_bwd(const ops::ElementwiseConfig& c, const float* gate, const float* up, const float* dy,
-                    float* dgate, float* dup, Aux& aux);
-  void residual_fwd(const ops::ElementwiseConfig& c, const float* a, const float* b, float* y);
-  void residual_bwd(const ops::ElementwiseConfig& c, const float* dy, float* da, float* db);
-  void rope_fwd(const ops::Rope::Config& c, const float* x, float* y);
-  void rope_bwd(const ops::Rope::Config& c, const float* dy, float* dx);
-  void attention_fwd(const ops::Attention::Config& c, const float* q, std::size_t ldq, const float* k,
-                     const float* v, std::size_t ldkv, float* o, float* lse);
-  void attention_bwd(const ops::Attention::Config& c, const float* q, std::size_t ldq, const float* k,
-                     const float* v, std::size_t ldkv, const float* o, const float* lse, const float* dout,
-                     float* dq, float* dk, float* dv);
-  void ce_fwd(const ops::CrossEntropy::Config& c, const float* logits, const Index* targets, float* loss,
-              float* lse);
-  void ce_bwd(const ops::CrossEntropy::Config& c, const float* logits, const Index* targets, const float* lse,
-              const float* dloss, float* dlogits);
+  // --- the ops (contracts: ops/kernel_args.hpp, cpu::OpKernels) --------------
+  void run(const ops::Embedding::Config& c, const ops::Embedding::FwdArgs<float>& a);
+  void run(const ops::Embedding::Config& c, const ops::Embedding::BwdArgs<float>& a);
+  void run(const ops::LearnedPositions::Config& c, const ops::LearnedPositions::FwdArgs<float>& a);
+  void run(const ops::LearnedPositions::Config& c, const ops::LearnedPositions::BwdArgs<float>& a);
+  void run(const ops::Linear::Config& c, const ops::Linear::FwdArgs<float>& a);
+  void run(const ops::Linear::Config& c, const ops::Linear::BwdArgs<float>& a);
+  void run(const ops::QuantLinearConfig& c, const ops::BitLinear::FwdArgs<float>& a, Aux& aux);
+  void run(const ops::QuantLinearConfig& c, const ops::BitLinear::BwdArgs<float>& a, Aux& aux);
+  void run(const ops::NormConfig& c, const ops::LayerNorm::FwdArgs<float>& a);
+  void run(const ops::NormConfig& c, const ops::LayerNorm::BwdArgs<float>& a);
+  void run(const ops::NormConfig& c, const ops::RmsNorm::FwdArgs<float>& a);
+  void run(const ops::NormConfig& c, const ops::RmsNorm::BwdArgs<float>& a);
+  void run(const ops::ElementwiseConfig& c, const ops::Gelu::FwdArgs<float>& a, Aux& aux);
+  void run(const ops::ElementwiseConfig& c, const ops::Gelu::BwdArgs<float>& a, Aux& aux);
+  void run(const ops::ElementwiseConfig& c, const ops::SwiGlu::FwdArgs<float>& a, Aux& aux);
+  void run(const ops::ElementwiseConfig& c, const ops::SwiGlu::BwdArgs<float>& a, Aux& aux);
+  void run(const ops::ElementwiseConfig& c, const ops::ReluSqMul::FwdArgs<float>& a);
+  void run(const ops::ElementwiseConfig& c, const ops::ReluSqMul::BwdArgs<float>& a);
+  void run(const ops::ElementwiseConfig& c, const ops::ResidualAdd::FwdArgs<float>& a);
+  void run(const ops::ElementwiseConfig& c, const ops::ResidualAdd::BwdArgs<float>& a);
+  void run(const ops::Rope::Config& c, const ops::Rope::FwdArgs<float>& a);
+  void run(const ops::Rope::Config& c, const ops::Rope::BwdArgs<float>& a);
+  void run(const ops::Attention::Config& c, const ops::Attention::FwdArgs<float>& a);
+  void run(const ops::Attention::Config& c, const ops::Attention::BwdArgs<float>& a);
+  void run(const ops::CrossEntropy::Config& c, const ops::CrossEntropy::FwdArgs<float>& a);
+  void run(const ops::CrossEntropy::Config& c, const ops::CrossEntropy::BwdArgs<float>& a);
   void add_into(std::size_t n, float* acc, const float* x);
 
  private:

@@ -9,7 +9,8 @@
 namespace lockstep::cuda {
 
 // y = X·Wᵀ, then y + b[m] (one rounding each, fused into the GEMM's store).
-void OpKernels::linear_fwd(const ops::Linear::Config& c, const float* x, const float* w, const float* b, float* y) {
+void OpKernels::run(const ops::Linear::Config& c, const ops::Linear::FwdArgs<float>& args) {
+  const auto& [x, w, b, y] = args;
   launch::GemmEpilogue epi;
   if (c.bias) epi.bias = b;
   launch::gemm_xwt(c.rows, c.out, c.in, x, w, y, epi);
@@ -25,8 +26,8 @@ static void audit_backward(const char* op, const ops::Linear::Config& c, const f
 
 // dx = dy·W, dw = dyᵀ·x (chains over rows), db = column sums of dy; a null
 // output is not computed (db is null without a bias).
-void OpKernels::linear_bwd(const ops::Linear::Config& c, const float* x, const float* w, const float* dy, float* dx,
-                           float* dw, float* db) {
+void OpKernels::run(const ops::Linear::Config& c, const ops::Linear::BwdArgs<float>& args) {
+  const auto& [x, w, dy, dx, dw, db] = args;
   if (dx != nullptr) launch::gemm_dyw(c.rows, c.out, c.in, dy, w, dx);
   if (dw != nullptr) launch::gemm_dytx(c.rows, c.out, c.in, dy, x, dw);
   if (c.bias && db != nullptr) launch::column_sums(dy, c.rows, c.out, db);
@@ -38,7 +39,8 @@ void OpKernels::linear_bwd(const ops::Linear::Config& c, const float* x, const f
 // (acc * step_n) * scale fused into its store. aux keeps x̂ (a), Ŵ (b) and
 // the weight scale (s, on the device: only the audit reads it back), as the
 // CPU kernels do.
-void OpKernels::bitlinear_fwd(const ops::QuantLinearConfig& c, const float* x, const float* w, float* y, Aux& aux) {
+void OpKernels::run(const ops::QuantLinearConfig& c, const ops::BitLinear::FwdArgs<float>& args, Aux& aux) {
+  const auto& [x, w, y] = args;
   ops::BitLinear::validate(c);
   const std::size_t N = c.rows, K = c.in, M = c.out, nw = M * K;
   // scratch_: weight codes [nw] | activation codes [N*K] | steps [N] | params [4] | sum partials
@@ -60,12 +62,12 @@ void OpKernels::bitlinear_fwd(const ops::QuantLinearConfig& c, const float* x, c
 }
 
 // STE backward: dx = dy·Ŵ, dW = dyᵀ·x̂ (canonical GEMM chains).
-void OpKernels::bitlinear_bwd(const ops::QuantLinearConfig& c, const float* x, const float* w, const float* dy,
-                              float* dx, float* dw, Aux& aux) {
+void OpKernels::run(const ops::QuantLinearConfig& c, const ops::BitLinear::BwdArgs<float>& args, Aux& aux) {
+  const auto& [x, w, dy, dx, dw] = args;
   if (aux.a.size() != c.rows * c.in || aux.b.size() != c.out * c.in) {
     Aux fresh;  // no forward kept (never the case inside the model): recompute
     DeviceBuffer<float> y(c.rows * c.out);
-    bitlinear_fwd(c, x, w, y.data(), fresh);
+    forward<ops::BitLinear>(c, {.x = x, .w = w, .y = y.data()}, fresh);
     aux = std::move(fresh);
   }
   if (dx != nullptr) launch::gemm_dyw(c.rows, c.out, c.in, dy, aux.b.data(), dx);

@@ -30,22 +30,26 @@ launch::GeluConstants gelu_constants() {
 
 // --- embeddings -------------------------------------------------------------------
 
-void OpKernels::embedding_fwd(const ops::Embedding::Config& c, const Index* ids, const float* wte, float* y) {
+void OpKernels::run(const ops::Embedding::Config& c, const ops::Embedding::FwdArgs<float>& args) {
+  const auto& [ids, wte, y] = args;
   launch::embedding_fwd(c.tokens, c.vocab, c.dim, ids, wte, y);
 }
 
-void OpKernels::embedding_bwd(const ops::Embedding::Config& c, const Index* ids, const float* dy, float* dwte) {
+void OpKernels::run(const ops::Embedding::Config& c, const ops::Embedding::BwdArgs<float>& args) {
+  const auto& [ids, dy, dwte] = args;
   const std::size_t bytes = launch::embedding_bwd_scratch_bytes(c.tokens, c.vocab);
   scratch_.resize((bytes + sizeof(float) - 1) / sizeof(float));
   launch::embedding_bwd(c.tokens, c.vocab, c.dim, ids, dy, dwte, scratch_.data(), bytes);
 }
 
-void OpKernels::positions_fwd(const ops::LearnedPositions::Config& c, const float* x, const float* wpe, float* y) {
+void OpKernels::run(const ops::LearnedPositions::Config& c, const ops::LearnedPositions::FwdArgs<float>& args) {
+  const auto& [x, wpe, y] = args;
   ops::LearnedPositions::validate(c);
   launch::positions_fwd(c.batch, c.seq, c.dim, c.offset, x, wpe, y);
 }
 
-void OpKernels::positions_bwd(const ops::LearnedPositions::Config& c, const float* dy, float* dx, float* dwpe) {
+void OpKernels::run(const ops::LearnedPositions::Config& c, const ops::LearnedPositions::BwdArgs<float>& args) {
+  const auto& [dy, dx, dwpe] = args;
   ops::LearnedPositions::validate(c);
   if (dx != dy) copy_on_device(dx, dy, c.batch * c.seq * c.dim * sizeof(float));
   launch::positions_bwd_wpe(c.batch, c.seq, c.dim, c.max_seq, c.offset, dy, dwpe);
@@ -53,63 +57,70 @@ void OpKernels::positions_bwd(const ops::LearnedPositions::Config& c, const floa
 
 // --- norms ------------------------------------------------------------------------
 
-void OpKernels::layernorm_fwd(const ops::NormConfig& c, const float* x, const float* g, const float* b, float* y,
-                              float* mean, float* rstd) {
+void OpKernels::run(const ops::NormConfig& c, const ops::LayerNorm::FwdArgs<float>& args) {
+  const auto& [x, g, b, y, mean, rstd] = args;
   launch::layernorm_fwd(c.rows, c.dim, static_cast<float>(c.eps), x, g, b, y, mean, rstd);
 }
 
-void OpKernels::layernorm_bwd(const ops::NormConfig& c, const float* x, const float* g, const float* mean,
-                              const float* rstd, const float* dy, float* dx, float* dg, float* db) {
+void OpKernels::run(const ops::NormConfig& c, const ops::LayerNorm::BwdArgs<float>& args) {
+  const auto& [x, g, mean, rstd, dy, dx, dg, db] = args;
   launch::layernorm_bwd(c.rows, c.dim, x, g, mean, rstd, dy, dx, dg, db);
 }
 
-void OpKernels::rmsnorm_fwd(const ops::NormConfig& c, const float* x, const float* w, float* y, float* rstd) {
+void OpKernels::run(const ops::NormConfig& c, const ops::RmsNorm::FwdArgs<float>& args) {
+  const auto& [x, w, y, rstd] = args;
   launch::rmsnorm_fwd(c.rows, c.dim, static_cast<float>(c.eps), x, w, y, rstd);
 }
 
-void OpKernels::rmsnorm_bwd(const ops::NormConfig& c, const float* x, const float* w, const float* rstd,
-                            const float* dy, float* dx, float* dw) {
+void OpKernels::run(const ops::NormConfig& c, const ops::RmsNorm::BwdArgs<float>& args) {
+  const auto& [x, w, rstd, dy, dx, dw] = args;
   launch::rmsnorm_bwd(c.rows, c.dim, x, w, rstd, dy, dx, dw);
 }
 
 // --- activations --------------------------------------------------------------------
 
-void OpKernels::gelu_fwd(const ops::ElementwiseConfig& c, const float* x, float* y, Aux& aux) {
+void OpKernels::run(const ops::ElementwiseConfig& c, const ops::Gelu::FwdArgs<float>& args, Aux& aux) {
+  const auto& [x, y] = args;
   aux.a.resize(c.n);  // tanh(u(x)), kept for the backward
   launch::gelu_fwd(c.n, gelu_constants(), x, y, aux.a.data());
 }
 
-void OpKernels::gelu_bwd(const ops::ElementwiseConfig& c, const float* x, const float* dy, float* dx, Aux& aux) {
+void OpKernels::run(const ops::ElementwiseConfig& c, const ops::Gelu::BwdArgs<float>& args, Aux& aux) {
+  const auto& [x, dy, dx] = args;
   const bool kept = aux.a.size() == c.n;
   launch::gelu_bwd(c.n, gelu_constants(), x, kept ? aux.a.data() : nullptr, dy, dx);
 }
 
-void OpKernels::swiglu_fwd(const ops::ElementwiseConfig& c, const float* gate, const float* up, float* y, Aux& aux) {
+void OpKernels::run(const ops::ElementwiseConfig& c, const ops::SwiGlu::FwdArgs<float>& args, Aux& aux) {
+  const auto& [gate, up, y] = args;
   aux.a.resize(c.n);  // σ(gate), kept for the backward
   launch::swiglu_fwd(c.n, gate, up, y, aux.a.data());
 }
 
-void OpKernels::swiglu_bwd(const ops::ElementwiseConfig& c, const float* gate, const float* up, const float* dy,
-                           float* dgate, float* dup, Aux& aux) {
+void OpKernels::run(const ops::ElementwiseConfig& c, const ops::SwiGlu::BwdArgs<float>& args, Aux& aux) {
+  const auto& [gate, up, dy, dgate, dup] = args;
   const bool kept = aux.a.size() == c.n;
   launch::swiglu_bwd(c.n, gate, up, kept ? aux.a.data() : nullptr, dy, dgate, dup);
 }
 
-void OpKernels::relu2mul_fwd(const ops::ElementwiseConfig& c, const float* gate, const float* up, float* y, Aux&) {
+void OpKernels::run(const ops::ElementwiseConfig& c, const ops::ReluSqMul::FwdArgs<float>& args) {
+  const auto& [gate, up, y] = args;
   launch::relu2mul_fwd(c.n, gate, up, y);
 }
 
-void OpKernels::relu2mul_bwd(const ops::ElementwiseConfig& c, const float* gate, const float* up, const float* dy,
-                             float* dgate, float* dup, Aux&) {
+void OpKernels::run(const ops::ElementwiseConfig& c, const ops::ReluSqMul::BwdArgs<float>& args) {
+  const auto& [gate, up, dy, dgate, dup] = args;
   launch::relu2mul_bwd(c.n, gate, up, dy, dgate, dup);
 }
 
-void OpKernels::residual_fwd(const ops::ElementwiseConfig& c, const float* a, const float* b, float* y) {
+void OpKernels::run(const ops::ElementwiseConfig& c, const ops::ResidualAdd::FwdArgs<float>& args) {
+  const auto& [a, b, y] = args;
   launch::residual_fwd(c.n, a, b, y);
 }
 
 // da = dy, db = dy: copies unless the caller routes them in place.
-void OpKernels::residual_bwd(const ops::ElementwiseConfig& c, const float* dy, float* da, float* db) {
+void OpKernels::run(const ops::ElementwiseConfig& c, const ops::ResidualAdd::BwdArgs<float>& args) {
+  const auto& [dy, da, db] = args;
   if (da != dy) copy_on_device(da, dy, c.n * sizeof(float));
   if (db != dy) copy_on_device(db, dy, c.n * sizeof(float));
 }
@@ -132,25 +143,27 @@ static const float* rope_table_for(const ops::Rope::Config& c, ops::Rope::Config
   return table.data();
 }
 
-void OpKernels::rope_fwd(const ops::Rope::Config& c, const float* x, float* y) {
+void OpKernels::run(const ops::Rope::Config& c, const ops::Rope::FwdArgs<float>& args) {
+  const auto& [x, y] = args;
   const float* tab = rope_table_for(c, rope_key_, rope_valid_, rope_table_);
   launch::rope(c.batch, c.seq, c.heads, c.head_dim, c.layout == ops::RopeLayout::interleaved, tab, x, y, false);
 }
 
-void OpKernels::rope_bwd(const ops::Rope::Config& c, const float* dy, float* dx) {
+void OpKernels::run(const ops::Rope::Config& c, const ops::Rope::BwdArgs<float>& args) {
+  const auto& [dy, dx] = args;
   const float* tab = rope_table_for(c, rope_key_, rope_valid_, rope_table_);
   launch::rope(c.batch, c.seq, c.heads, c.head_dim, c.layout == ops::RopeLayout::interleaved, tab, dy, dx, true);
 }
 
 // --- cross-entropy ----------------------------------------------------------------------
 
-void OpKernels::ce_fwd(const ops::CrossEntropy::Config& c, const float* logits, const Index* targets, float* loss,
-                       float* lse) {
+void OpKernels::run(const ops::CrossEntropy::Config& c, const ops::CrossEntropy::FwdArgs<float>& args) {
+  const auto& [logits, targets, loss, lse] = args;
   launch::ce_fwd(c.rows, c.vocab, logits, targets, loss, lse);
 }
 
-void OpKernels::ce_bwd(const ops::CrossEntropy::Config& c, const float* logits, const Index* targets,
-                       const float* lse, const float* dloss, float* dlogits) {
+void OpKernels::run(const ops::CrossEntropy::Config& c, const ops::CrossEntropy::BwdArgs<float>& args) {
+  const auto& [logits, targets, lse, dloss, dlogits] = args;
   launch::ce_bwd(c.rows, c.vocab, logits, targets, lse, dloss, dlogits);
 }
 

@@ -33,8 +33,8 @@ using DownProj = llama::DownProj::with_op<ops::BitLinear>;
 // BitNet's own.
 using AttnSubNorm = Step<"self_attn.attn_sub_norm", ops::RmsNorm>;
 using FfnSubNorm = Step<"mlp.ffn_sub_norm", ops::RmsNorm>;
-using Block = Layer<Forward<InputNorm, QProj, KProj, VProj, RopeQ, RopeK, Attn, AttnSubNorm, OProj, Residual1,
-                            PostNorm, GateProj, UpProj, Act, FfnSubNorm, DownProj, Residual2>,
+using Block = Layer<Forward<InputNorm, QProj, KProj, VProj, RopeQ, RopeK, Attn, AttnSubNorm, OProj, Residual1, PostNorm,
+                            GateProj, UpProj, Act, FfnSubNorm, DownProj, Residual2>,
                     Backward<Residual2, DownProj, FfnSubNorm, Act, UpProj, GateProj, PostNorm, Residual1, OProj,
                              AttnSubNorm, Attn, RopeK, RopeQ, VProj, KProj, QProj, InputNorm>>;
 }  // namespace bitnet
@@ -98,32 +98,38 @@ struct BitnetFamily : FamilyLayers<Family::Bitnet, bitnet::Stem, bitnet::Block, 
   template <class E>
   struct BlockHandlers : LlamaFamily::BlockHandlers<E, bitnet::Block> {
     using Base = LlamaFamily::BlockHandlers<E, bitnet::Block>;
-    using Base::Base;
-    using Base::forward;
     using Base::backward;
+    using Base::Base;
     using Base::e, Base::a, Base::p, Base::s, Base::N, Base::F, Base::qd;
+    using Base::forward;
 
     void forward(bitnet::AttnSubNorm) {
-      e.k_.rmsnorm_fwd(e.norm(N, qd), a.att.data(), e.P(p.sub1_w), a.sub1.data(), a.sub1_rstd.data());
+      e.k_.template forward<ops::RmsNorm>(
+          e.norm(N, qd), {.x = a.att.data(), .w = e.P(p.sub1_w), .y = a.sub1.data(), .rstd = a.sub1_rstd.data()});
     }
     void forward(bitnet::Act) {
-      e.k_.relu2mul_fwd(e.elems(N * F), a.gate.data(), a.up.data(), a.act.data(), a.aux[kAct]);
+      e.k_.template forward<ops::ReluSqMul>(e.elems(N * F),
+                                            {.gate = a.gate.data(), .up = a.up.data(), .y = a.act.data()});
     }
     void forward(bitnet::FfnSubNorm) {
-      e.k_.rmsnorm_fwd(e.norm(N, F), a.act.data(), e.P(p.sub2_w), a.sub2.data(), a.sub2_rstd.data());
+      e.k_.template forward<ops::RmsNorm>(
+          e.norm(N, F), {.x = a.act.data(), .w = e.P(p.sub2_w), .y = a.sub2.data(), .rstd = a.sub2_rstd.data()});
     }
 
     void backward(bitnet::FfnSubNorm) {
-      e.k_.rmsnorm_bwd(e.norm(N, F), a.act.data(), e.P(p.sub2_w), a.sub2_rstd.data(), s.dsub2.data(),
-                       s.dact.data(), e.G(p.sub2_w));
+      e.k_.template backward<ops::RmsNorm>(e.norm(N, F), {.x = a.act.data(), .w = e.P(p.sub2_w),
+                                                          .rstd = a.sub2_rstd.data(), .dy = s.dsub2.data(),
+                                                          .dx = s.dact.data(), .dw = e.G(p.sub2_w)});
     }
     void backward(bitnet::Act) {
-      e.k_.relu2mul_bwd(e.elems(N * F), a.gate.data(), a.up.data(), s.dact.data(), s.dfc.data(), s.dup.data(),
-                        a.aux[kAct]);
+      e.k_.template backward<ops::ReluSqMul>(
+          e.elems(N * F),
+          {.gate = a.gate.data(), .up = a.up.data(), .dy = s.dact.data(), .dgate = s.dfc.data(), .dup = s.dup.data()});
     }
     void backward(bitnet::AttnSubNorm) {
-      e.k_.rmsnorm_bwd(e.norm(N, qd), a.att.data(), e.P(p.sub1_w), a.sub1_rstd.data(), s.dsub1.data(),
-                       s.datt.data(), e.G(p.sub1_w));
+      e.k_.template backward<ops::RmsNorm>(e.norm(N, qd), {.x = a.att.data(), .w = e.P(p.sub1_w),
+                                                           .rstd = a.sub1_rstd.data(), .dy = s.dsub1.data(),
+                                                           .dx = s.datt.data(), .dw = e.G(p.sub1_w)});
     }
   };
 };

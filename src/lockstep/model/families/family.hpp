@@ -40,9 +40,9 @@ inline constexpr std::size_t npos = static_cast<std::size_t>(-1);
 
 // The sizes a pass's buffers are made from (the config's and the batch's).
 struct RunSizes {
-  std::size_t B, S, N;           // batch, sequence, rows N = B·S
-  std::size_t V, D, F;           // vocabulary, model width, FFN width
-  std::size_t Hq, qdim, kvdim;   // query heads, q width, k/v width
+  std::size_t B, S, N;          // batch, sequence, rows N = B·S
+  std::size_t V, D, F;          // vocabulary, model width, FFN width
+  std::size_t Hq, qdim, kvdim;  // query heads, q width, k/v width
 };
 
 // A family's name and layers (the struct that declares a family derives
@@ -87,41 +87,45 @@ struct LmHeadAndLoss {
   std::size_t rows;  // rows of the final norm's output the LM head reads
   explicit LmHeadAndLoss(E& en) : e(en), rows(en.head_rows()) {}
   void forward(Step<"lm_head", ops::Linear>) {
-    e.k_.linear_fwd({rows, e.D_, e.V_, false}, e.s_.hn.data(), e.P(e.head_), nullptr, e.s_.logits.data());
+    e.k_.template forward<ops::Linear>({rows, e.D_, e.V_, false},
+                                       {.x = e.s_.hn.data(), .w = e.P(e.head_), .b = nullptr, .y = e.s_.logits.data()});
   }
   void forward(Step<"loss", ops::CrossEntropy>) {
     if (e.logits_only()) return;
-    e.k_.ce_fwd({e.N_, e.V_}, e.s_.logits.data(), e.targets_, e.s_.loss.data(), e.s_.lse.data());
+    e.k_.template forward<ops::CrossEntropy>(
+        {e.N_, e.V_},
+        {.logits = e.s_.logits.data(), .targets = e.targets_, .loss = e.s_.loss.data(), .lse = e.s_.lse.data()});
   }
   // The logits' gradient overwrites the logits (they are not read again).
   void backward(Step<"loss", ops::CrossEntropy>) {
-    e.k_.ce_bwd({e.N_, e.V_}, e.s_.logits.data(), e.targets_, e.s_.lse.data(), e.s_.dloss.data(),
-                e.s_.logits.data());
+    e.k_.template backward<ops::CrossEntropy>({e.N_, e.V_}, {.logits = e.s_.logits.data(), .targets = e.targets_,
+                                                             .lse = e.s_.lse.data(), .dloss = e.s_.dloss.data(),
+                                                             .dlogits = e.s_.logits.data()});
   }
   void backward(Step<"lm_head", ops::Linear>) {
-    e.k_.linear_bwd({e.N_, e.D_, e.V_, false}, e.s_.hn.data(), e.P(e.head_), e.s_.logits.data(), e.s_.dn.data(),
-                    e.G(e.head_), nullptr);
+    e.k_.template backward<ops::Linear>({e.N_, e.D_, e.V_, false}, {.x = e.s_.hn.data(), .w = e.P(e.head_),
+                                                                    .dy = e.s_.logits.data(), .dx = e.s_.dn.data(),
+                                                                    .dw = e.G(e.head_), .db = nullptr});
   }
 };
 
 template <class F>
-concept ModelFamily =
-    requires {
-      { F::id } -> std::convertible_to<Family>;
-      typename F::Stem;
-      typename F::Block;
-      typename F::Head;
-      typename F::BlockParams;
-      typename F::OuterParams;
-      typename F::template BlockActs<std::vector<float>, Aux>;
-      typename F::template Scratch<std::vector<float>>;
-    } &&
-    requires(typename F::OuterParams o, typename F::template BlockActs<std::vector<float>, Aux> a,
-             typename F::template Scratch<std::vector<float>> s, const RunSizes& r) {
-      o.wte;      // every family has a token embedding
-      o.lm_head;  // and an LM head (npos when tied)
-      a.resize(r);
-      s.resize(r, true);
-    };
+concept ModelFamily = requires {
+  { F::id } -> std::convertible_to<Family>;
+  typename F::Stem;
+  typename F::Block;
+  typename F::Head;
+  typename F::BlockParams;
+  typename F::OuterParams;
+  typename F::template BlockActs<std::vector<float>, Aux>;
+  typename F::template Scratch<std::vector<float>>;
+}
+&&requires(typename F::OuterParams o, typename F::template BlockActs<std::vector<float>, Aux> a,
+           typename F::template Scratch<std::vector<float>> s, const RunSizes& r) {
+  o.wte;      // every family has a token embedding
+  o.lm_head;  // and an LM head (npos when tied)
+  a.resize(r);
+  s.resize(r, true);
+};
 
 }  // namespace lockstep::model

@@ -124,12 +124,17 @@ struct Gpt2Family : FamilyLayers<Family::Gpt2, gpt2::Stem, gpt2::Block, gpt2::He
   template <class E>
   struct StemHandlers {
     E& e;
-    void forward(gpt2::Wte) { e.k_.embedding_fwd({e.N_, e.V_, e.D_}, e.ids_, e.P(e.wte_), e.s_.emb.data()); }
+    void forward(gpt2::Wte) {
+      e.k_.template forward<ops::Embedding>({e.N_, e.V_, e.D_},
+                                            {.ids = e.ids_, .wte = e.P(e.wte_), .y = e.s_.emb.data()});
+    }
     void forward(gpt2::Wpe) {
-      e.k_.positions_fwd(e.positions(), e.s_.emb.data(), e.P(e.outer_.wpe), e.acts_[0].x.data());
+      e.k_.template forward<ops::LearnedPositions>(
+          e.positions(), {.x = e.s_.emb.data(), .wpe = e.P(e.outer_.wpe), .y = e.acts_[0].x.data()});
     }
     void backward(gpt2::Wpe) {
-      e.k_.positions_bwd(e.positions(), e.s_.dx.data(), e.s_.dx.data(), e.G(e.outer_.wpe));
+      e.k_.template backward<ops::LearnedPositions>(
+          e.positions(), {.dy = e.s_.dx.data(), .dx = e.s_.dx.data(), .dwpe = e.G(e.outer_.wpe)});
     }
     void backward(gpt2::Wte) { e.embedding_backward(); }
   };
@@ -147,66 +152,100 @@ struct Gpt2Family : FamilyLayers<Family::Gpt2, gpt2::Stem, gpt2::Block, gpt2::He
         : e(en), l(layer), a(en.acts_[layer]), p(en.layers_[layer]), s(en.s_), N(en.N_), D(en.D_), F(en.F_) {}
 
     void forward(gpt2::Ln1) {
-      e.k_.layernorm_fwd(e.norm(N, D), a.x.data(), e.P(p.n1_w), e.P(p.n1_b), a.n1.data(), a.n1_mean.data(),
-                         a.n1_rstd.data());
+      e.k_.template forward<ops::LayerNorm>(e.norm(N, D), {.x = a.x.data(), .gamma = e.P(p.n1_w), .beta = e.P(p.n1_b),
+                                                           .y = a.n1.data(), .mean = a.n1_mean.data(),
+                                                           .rstd = a.n1_rstd.data()});
     }
     void forward(gpt2::CAttn) {
-      e.k_.linear_fwd({N, D, 3 * D, true}, a.n1.data(), e.P(p.attn_w), e.P(p.attn_b), a.qkv.data());
+      e.k_.template forward<ops::Linear>({N, D, 3 * D, true},
+                                         {.x = a.n1.data(), .w = e.P(p.attn_w), .b = e.P(p.attn_b), .y = a.qkv.data()});
     }
     void forward(gpt2::Attn) {
       const T* qkv = a.qkv.data();
-      e.k_.attention_fwd(e.attention(), qkv, 3 * D, qkv + D, qkv + 2 * D, 3 * D, a.att.data(), a.lse.data());
+      e.k_.template forward<ops::Attention>(e.attention(), {.q = qkv, .ldq = 3 * D, .k = qkv + D, .v = qkv + 2 * D,
+                                                            .ldkv = 3 * D, .o = a.att.data(), .lse = a.lse.data()});
     }
     void forward(gpt2::AttnProj) {
-      e.k_.linear_fwd({N, D, D, true}, a.att.data(), e.P(p.o_w), e.P(p.o_b), s.branch.data());
+      e.k_.template forward<ops::Linear>({N, D, D, true},
+                                         {.x = a.att.data(), .w = e.P(p.o_w), .b = e.P(p.o_b), .y = s.branch.data()});
     }
-    void forward(gpt2::Residual1) { e.k_.residual_fwd(e.elems(N * D), a.x.data(), s.branch.data(), a.mid.data()); }
+    void forward(gpt2::Residual1) {
+      e.k_.template forward<ops::ResidualAdd>(e.elems(N * D),
+                                              {.a = a.x.data(), .b = s.branch.data(), .y = a.mid.data()});
+    }
     void forward(gpt2::Ln2) {
-      e.k_.layernorm_fwd(e.norm(N, D), a.mid.data(), e.P(p.n2_w), e.P(p.n2_b), a.n2.data(), a.n2_mean.data(),
-                         a.n2_rstd.data());
+      e.k_.template forward<ops::LayerNorm>(e.norm(N, D), {.x = a.mid.data(), .gamma = e.P(p.n2_w), .beta = e.P(p.n2_b),
+                                                           .y = a.n2.data(), .mean = a.n2_mean.data(),
+                                                           .rstd = a.n2_rstd.data()});
     }
-    void forward(gpt2::CFc) { e.k_.linear_fwd({N, D, F, true}, a.n2.data(), e.P(p.fc_w), e.P(p.fc_b), a.fc.data()); }
-    void forward(gpt2::Act) { e.k_.gelu_fwd(e.elems(N * F), a.fc.data(), a.act.data(), a.aux[kAct]); }
+    void forward(gpt2::CFc) {
+      e.k_.template forward<ops::Linear>({N, D, F, true},
+                                         {.x = a.n2.data(), .w = e.P(p.fc_w), .b = e.P(p.fc_b), .y = a.fc.data()});
+    }
+    void forward(gpt2::Act) {
+      e.k_.template forward<ops::Gelu>(e.elems(N * F), {.x = a.fc.data(), .y = a.act.data()}, a.aux[kAct]);
+    }
     void forward(gpt2::MlpProj) {
-      e.k_.linear_fwd({N, F, D, true}, a.act.data(), e.P(p.down_w), e.P(p.down_b), s.branch.data());
+      e.k_.template forward<ops::Linear>(
+          {N, F, D, true}, {.x = a.act.data(), .w = e.P(p.down_w), .b = e.P(p.down_b), .y = s.branch.data()});
     }
-    void forward(gpt2::Residual2) { e.k_.residual_fwd(e.elems(N * D), a.mid.data(), s.branch.data(), e.block_out(l)); }
+    void forward(gpt2::Residual2) {
+      e.k_.template forward<ops::ResidualAdd>(e.elems(N * D),
+                                              {.a = a.mid.data(), .b = s.branch.data(), .y = e.block_out(l)});
+    }
 
     // s.dx holds the gradient of the block's output; the residual steps route
     // it unchanged to both inputs (no copy: both alias s.dx).
-    void backward(gpt2::Residual2) { e.k_.residual_bwd(e.elems(N * D), s.dx.data(), s.dx.data(), s.dx.data()); }
-    void backward(gpt2::MlpProj) {
-      e.k_.linear_bwd({N, F, D, true}, a.act.data(), e.P(p.down_w), s.dx.data(), s.dact.data(), e.G(p.down_w),
-                      e.G(p.down_b));
+    void backward(gpt2::Residual2) {
+      e.k_.template backward<ops::ResidualAdd>(e.elems(N * D),
+                                               {.dy = s.dx.data(), .da = s.dx.data(), .db = s.dx.data()});
     }
-    void backward(gpt2::Act) { e.k_.gelu_bwd(e.elems(N * F), a.fc.data(), s.dact.data(), s.dfc.data(), a.aux[kAct]); }
+    void backward(gpt2::MlpProj) {
+      e.k_.template backward<ops::Linear>({N, F, D, true}, {.x = a.act.data(), .w = e.P(p.down_w), .dy = s.dx.data(),
+                                                            .dx = s.dact.data(), .dw = e.G(p.down_w),
+                                                            .db = e.G(p.down_b)});
+    }
+    void backward(gpt2::Act) {
+      e.k_.template backward<ops::Gelu>(e.elems(N * F), {.x = a.fc.data(), .dy = s.dact.data(), .dx = s.dfc.data()},
+                                        a.aux[kAct]);
+    }
     void backward(gpt2::CFc) {
-      e.k_.linear_bwd({N, D, F, true}, a.n2.data(), e.P(p.fc_w), s.dfc.data(), s.dn.data(), e.G(p.fc_w),
-                      e.G(p.fc_b));
+      e.k_.template backward<ops::Linear>({N, D, F, true}, {.x = a.n2.data(), .w = e.P(p.fc_w), .dy = s.dfc.data(),
+                                                            .dx = s.dn.data(), .dw = e.G(p.fc_w), .db = e.G(p.fc_b)});
     }
     void backward(gpt2::Ln2) {
-      e.k_.layernorm_bwd(e.norm(N, D), a.mid.data(), e.P(p.n2_w), a.n2_mean.data(), a.n2_rstd.data(), s.dn.data(),
-                         s.dtmp.data(), e.G(p.n2_w), e.G(p.n2_b));
+      e.k_.template backward<ops::LayerNorm>(e.norm(N, D), {.x = a.mid.data(), .gamma = e.P(p.n2_w),
+                                                            .mean = a.n2_mean.data(), .rstd = a.n2_rstd.data(),
+                                                            .dy = s.dn.data(), .dx = s.dtmp.data(),
+                                                            .dgamma = e.G(p.n2_w), .dbeta = e.G(p.n2_b)});
       e.k_.add_into(N * D, s.dx.data(), s.dtmp.data());
     }
-    void backward(gpt2::Residual1) { e.k_.residual_bwd(e.elems(N * D), s.dx.data(), s.dx.data(), s.dx.data()); }
+    void backward(gpt2::Residual1) {
+      e.k_.template backward<ops::ResidualAdd>(e.elems(N * D),
+                                               {.dy = s.dx.data(), .da = s.dx.data(), .db = s.dx.data()});
+    }
     void backward(gpt2::AttnProj) {
-      e.k_.linear_bwd({N, D, D, true}, a.att.data(), e.P(p.o_w), s.dx.data(), s.datt.data(), e.G(p.o_w),
-                      e.G(p.o_b));
+      e.k_.template backward<ops::Linear>({N, D, D, true}, {.x = a.att.data(), .w = e.P(p.o_w), .dy = s.dx.data(),
+                                                            .dx = s.datt.data(), .dw = e.G(p.o_w), .db = e.G(p.o_b)});
     }
     void backward(gpt2::Attn) {
       const T* qkv = a.qkv.data();
       T* d = s.dqkv.data();
-      e.k_.attention_bwd(e.attention(), qkv, 3 * D, qkv + D, qkv + 2 * D, 3 * D, a.att.data(), a.lse.data(),
-                         s.datt.data(), d, d + D, d + 2 * D);
+      e.k_.template backward<ops::Attention>(e.attention(), {.q = qkv, .ldq = 3 * D, .k = qkv + D, .v = qkv + 2 * D,
+                                                             .ldkv = 3 * D, .o = a.att.data(), .lse = a.lse.data(),
+                                                             .dout = s.datt.data(), .dq = d, .dk = d + D,
+                                                             .dv = d + 2 * D});
     }
     void backward(gpt2::CAttn) {
-      e.k_.linear_bwd({N, D, 3 * D, true}, a.n1.data(), e.P(p.attn_w), s.dqkv.data(), s.dn.data(), e.G(p.attn_w),
-                      e.G(p.attn_b));
+      e.k_.template backward<ops::Linear>({N, D, 3 * D, true}, {.x = a.n1.data(), .w = e.P(p.attn_w),
+                                                                .dy = s.dqkv.data(), .dx = s.dn.data(),
+                                                                .dw = e.G(p.attn_w), .db = e.G(p.attn_b)});
     }
     void backward(gpt2::Ln1) {
-      e.k_.layernorm_bwd(e.norm(N, D), a.x.data(), e.P(p.n1_w), a.n1_mean.data(), a.n1_rstd.data(), s.dn.data(),
-                         s.dtmp.data(), e.G(p.n1_w), e.G(p.n1_b));
+      e.k_.template backward<ops::LayerNorm>(e.norm(N, D), {.x = a.x.data(), .gamma = e.P(p.n1_w),
+                                                            .mean = a.n1_mean.data(), .rstd = a.n1_rstd.data(),
+                                                            .dy = s.dn.data(), .dx = s.dtmp.data(),
+                                                            .dgamma = e.G(p.n1_w), .dbeta = e.G(p.n1_b)});
       e.k_.add_into(N * D, s.dx.data(), s.dtmp.data());
     }
   };
@@ -216,12 +255,19 @@ struct Gpt2Family : FamilyLayers<Family::Gpt2, gpt2::Stem, gpt2::Block, gpt2::He
   struct FinalNorm {
     E& e;
     void forward(gpt2::LnF) {
-      e.k_.layernorm_fwd(e.norm(e.head_rows(), e.D_), e.head_input(), e.P(e.outer_.nf_w), e.P(e.outer_.nf_b),
-                         e.s_.hn.data(), e.s_.hn_mean.data(), e.s_.hn_rstd.data());
+      e.k_.template forward<ops::LayerNorm>(e.norm(e.head_rows(), e.D_), {.x = e.head_input(),
+                                                                          .gamma = e.P(e.outer_.nf_w),
+                                                                          .beta = e.P(e.outer_.nf_b),
+                                                                          .y = e.s_.hn.data(),
+                                                                          .mean = e.s_.hn_mean.data(),
+                                                                          .rstd = e.s_.hn_rstd.data()});
     }
     void backward(gpt2::LnF) {
-      e.k_.layernorm_bwd(e.norm(e.N_, e.D_), e.s_.h.data(), e.P(e.outer_.nf_w), e.s_.hn_mean.data(),
-                         e.s_.hn_rstd.data(), e.s_.dn.data(), e.s_.dx.data(), e.G(e.outer_.nf_w), e.G(e.outer_.nf_b));
+      e.k_.template backward<ops::LayerNorm>(e.norm(e.N_, e.D_), {.x = e.s_.h.data(), .gamma = e.P(e.outer_.nf_w),
+                                                                  .mean = e.s_.hn_mean.data(),
+                                                                  .rstd = e.s_.hn_rstd.data(), .dy = e.s_.dn.data(),
+                                                                  .dx = e.s_.dx.data(), .dgamma = e.G(e.outer_.nf_w),
+                                                                  .dbeta = e.G(e.outer_.nf_b)});
     }
   };
   template <class E>

@@ -34,10 +34,10 @@ using UpProj = Step<"mlp.up_proj", ops::Linear>;
 using Act = Step<"mlp.act", ops::SwiGlu>;
 using DownProj = Step<"mlp.down_proj", ops::Linear>;
 using Residual2 = Step<"residual_mlp", ops::ResidualAdd>;
-using Block = Layer<Forward<InputNorm, QProj, KProj, VProj, RopeQ, RopeK, Attn, OProj, Residual1, PostNorm,
-                            GateProj, UpProj, Act, DownProj, Residual2>,
-                    Backward<Residual2, DownProj, Act, UpProj, GateProj, PostNorm, Residual1, OProj, Attn,
-                             RopeK, RopeQ, VProj, KProj, QProj, InputNorm>>;
+using Block = Layer<Forward<InputNorm, QProj, KProj, VProj, RopeQ, RopeK, Attn, OProj, Residual1, PostNorm, GateProj,
+                            UpProj, Act, DownProj, Residual2>,
+                    Backward<Residual2, DownProj, Act, UpProj, GateProj, PostNorm, Residual1, OProj, Attn, RopeK, RopeQ,
+                             VProj, KProj, QProj, InputNorm>>;
 
 using Norm = Step<"norm", ops::RmsNorm>;
 using Head = HeadOf<Norm>;  // norm, lm_head, loss
@@ -48,8 +48,8 @@ struct LlamaFamily : FamilyLayers<Family::Llama, llama::Stem, llama::Block, llam
   // Indices into the parameter list: block l's weights, and the stem's and
   // head's (no biases).
   struct BlockParams {
-    std::size_t n1_w = npos, q_w = npos, k_w = npos, v_w = npos, o_w = npos, n2_w = npos, gate_w = npos,
-                up_w = npos, down_w = npos;
+    std::size_t n1_w = npos, q_w = npos, k_w = npos, v_w = npos, o_w = npos, n2_w = npos, gate_w = npos, up_w = npos,
+                down_w = npos;
   };
   struct OuterParams {
     std::size_t wte = npos, nf_w = npos, lm_head = npos;
@@ -141,7 +141,10 @@ struct LlamaFamily : FamilyLayers<Family::Llama, llama::Stem, llama::Block, llam
   template <class E>
   struct StemHandlers {
     E& e;
-    void forward(llama::Embed) { e.k_.embedding_fwd({e.N_, e.V_, e.D_}, e.ids_, e.P(e.wte_), e.acts_[0].x.data()); }
+    void forward(llama::Embed) {
+      e.k_.template forward<ops::Embedding>({e.N_, e.V_, e.D_},
+                                            {.ids = e.ids_, .wte = e.P(e.wte_), .y = e.acts_[0].x.data()});
+    }
     void backward(llama::Embed) { e.embedding_backward(); }
   };
 
@@ -157,15 +160,24 @@ struct LlamaFamily : FamilyLayers<Family::Llama, llama::Stem, llama::Block, llam
     typename E::Shared& s;
     std::size_t N, D, F, qd, kvd;
     BlockHandlers(E& en, std::size_t layer)
-        : e(en), l(layer), a(en.acts_[layer]), p(en.layers_[layer]), s(en.s_), N(en.N_), D(en.D_), F(en.F_),
-          qd(en.qdim_), kvd(en.kvdim_) {}
+        : e(en),
+          l(layer),
+          a(en.acts_[layer]),
+          p(en.layers_[layer]),
+          s(en.s_),
+          N(en.N_),
+          D(en.D_),
+          F(en.F_),
+          qd(en.qdim_),
+          kvd(en.kvdim_) {}
     template <class St>
     using op = typename St::op;
     template <class LlamaStep>
     using At = StepLike<B, LlamaStep>;  // B's step at LLaMA's place
 
     void forward(At<llama::InputNorm>) {
-      e.k_.rmsnorm_fwd(e.norm(N, D), a.x.data(), e.P(p.n1_w), a.n1.data(), a.n1_rstd.data());
+      e.k_.template forward<ops::RmsNorm>(
+          e.norm(N, D), {.x = a.x.data(), .w = e.P(p.n1_w), .y = a.n1.data(), .rstd = a.n1_rstd.data()});
     }
     void forward(At<llama::QProj>) {
       e.template proj_fwd<op<At<llama::QProj>>>(N, D, qd, a.n1.data(), e.P(p.q_w), s.q.data(), a.aux[kQ]);
@@ -176,98 +188,118 @@ struct LlamaFamily : FamilyLayers<Family::Llama, llama::Stem, llama::Block, llam
     void forward(At<llama::VProj>) {
       e.template proj_fwd<op<At<llama::VProj>>>(N, D, kvd, a.n1.data(), e.P(p.v_w), a.v.data(), a.aux[kV]);
     }
-    void forward(At<llama::RopeQ>) { e.k_.rope_fwd(e.rope(e.Hq_), s.q.data(), a.qr.data()); }
-    void forward(At<llama::RopeK>) { e.k_.rope_fwd(e.rope(e.Hkv_), s.k.data(), a.kr.data()); }
+    void forward(At<llama::RopeQ>) {
+      e.k_.template forward<ops::Rope>(e.rope(e.Hq_), {.x = s.q.data(), .y = a.qr.data()});
+    }
+    void forward(At<llama::RopeK>) {
+      e.k_.template forward<ops::Rope>(e.rope(e.Hkv_), {.x = s.k.data(), .y = a.kr.data()});
+    }
     void forward(At<llama::Attn>) {
-      e.k_.attention_fwd(e.attention(), a.qr.data(), qd, a.kr.data(), a.v.data(), kvd, a.att.data(), a.lse.data());
+      e.k_.template forward<ops::Attention>(e.attention(), {.q = a.qr.data(), .ldq = qd, .k = a.kr.data(),
+                                                            .v = a.v.data(), .ldkv = kvd, .o = a.att.data(),
+                                                            .lse = a.lse.data()});
     }
     void forward(At<llama::OProj>) {
       e.template proj_fwd<op<At<llama::OProj>>>(N, qd, D, a.oproj_in().data(), e.P(p.o_w), s.branch.data(), a.aux[kO]);
     }
     void forward(At<llama::Residual1>) {
-      e.k_.residual_fwd(e.elems(N * D), a.x.data(), s.branch.data(), a.mid.data());
+      e.k_.template forward<ops::ResidualAdd>(e.elems(N * D),
+                                              {.a = a.x.data(), .b = s.branch.data(), .y = a.mid.data()});
     }
     void forward(At<llama::PostNorm>) {
-      e.k_.rmsnorm_fwd(e.norm(N, D), a.mid.data(), e.P(p.n2_w), a.n2.data(), a.n2_rstd.data());
+      e.k_.template forward<ops::RmsNorm>(
+          e.norm(N, D), {.x = a.mid.data(), .w = e.P(p.n2_w), .y = a.n2.data(), .rstd = a.n2_rstd.data()});
     }
     void forward(At<llama::GateProj>) {
-      e.template proj_fwd<op<At<llama::GateProj>>>(N, D, F, a.n2.data(), e.P(p.gate_w), a.gate.data(),
-                                                    a.aux[kGate]);
+      e.template proj_fwd<op<At<llama::GateProj>>>(N, D, F, a.n2.data(), e.P(p.gate_w), a.gate.data(), a.aux[kGate]);
     }
     void forward(At<llama::UpProj>) {
       e.template proj_fwd<op<At<llama::UpProj>>>(N, D, F, a.n2.data(), e.P(p.up_w), a.up.data(), a.aux[kUp]);
     }
     void forward(At<llama::Act>) {
       static_assert(std::is_same_v<op<At<llama::Act>>, ops::SwiGlu>, "another activation needs its own handler");
-      e.k_.swiglu_fwd(e.elems(N * F), a.gate.data(), a.up.data(), a.act.data(), a.aux[kAct]);
+      e.k_.template forward<ops::SwiGlu>(e.elems(N * F), {.gate = a.gate.data(), .up = a.up.data(), .y = a.act.data()},
+                                         a.aux[kAct]);
     }
     void forward(At<llama::DownProj>) {
       e.template proj_fwd<op<At<llama::DownProj>>>(N, F, D, a.down_in().data(), e.P(p.down_w), s.branch.data(),
-                                                    a.aux[kDown]);
+                                                   a.aux[kDown]);
     }
     void forward(At<llama::Residual2>) {
-      e.k_.residual_fwd(e.elems(N * D), a.mid.data(), s.branch.data(), e.block_out(l));
+      e.k_.template forward<ops::ResidualAdd>(e.elems(N * D),
+                                              {.a = a.mid.data(), .b = s.branch.data(), .y = e.block_out(l)});
     }
 
     void backward(At<llama::Residual2>) {
-      e.k_.residual_bwd(e.elems(N * D), s.dx.data(), s.dx.data(), s.dx.data());
+      e.k_.template backward<ops::ResidualAdd>(e.elems(N * D),
+                                               {.dy = s.dx.data(), .da = s.dx.data(), .db = s.dx.data()});
     }
     void backward(At<llama::DownProj>) {
       e.template proj_bwd<op<At<llama::DownProj>>>(N, F, D, a.down_in().data(), e.P(p.down_w), s.dx.data(),
-                                                    s.d_down_in().data(), e.G(p.down_w), a.aux[kDown]);
+                                                   s.d_down_in().data(), e.G(p.down_w), a.aux[kDown]);
     }
     void backward(At<llama::Act>) {
       static_assert(std::is_same_v<op<At<llama::Act>>, ops::SwiGlu>, "another activation needs its own handler");
-      e.k_.swiglu_bwd(e.elems(N * F), a.gate.data(), a.up.data(), s.dact.data(), s.dfc.data(), s.dup.data(),
-                      a.aux[kAct]);
+      e.k_.template backward<ops::SwiGlu>(
+          e.elems(N * F),
+          {.gate = a.gate.data(), .up = a.up.data(), .dy = s.dact.data(), .dgate = s.dfc.data(), .dup = s.dup.data()},
+          a.aux[kAct]);
     }
     // up_proj runs first in the backward chain: it writes the norm output's
     // gradient; gate_proj's is added.
     void backward(At<llama::UpProj>) {
       e.template proj_bwd<op<At<llama::UpProj>>>(N, D, F, a.n2.data(), e.P(p.up_w), s.dup.data(), s.dn.data(),
-                                                  e.G(p.up_w), a.aux[kUp]);
+                                                 e.G(p.up_w), a.aux[kUp]);
     }
     void backward(At<llama::GateProj>) {
-      e.template proj_bwd<op<At<llama::GateProj>>>(N, D, F, a.n2.data(), e.P(p.gate_w), s.dfc.data(),
-                                                    s.dtmp.data(), e.G(p.gate_w), a.aux[kGate]);
+      e.template proj_bwd<op<At<llama::GateProj>>>(N, D, F, a.n2.data(), e.P(p.gate_w), s.dfc.data(), s.dtmp.data(),
+                                                   e.G(p.gate_w), a.aux[kGate]);
       e.k_.add_into(N * D, s.dn.data(), s.dtmp.data());
     }
     void backward(At<llama::PostNorm>) {
-      e.k_.rmsnorm_bwd(e.norm(N, D), a.mid.data(), e.P(p.n2_w), a.n2_rstd.data(), s.dn.data(), s.dtmp.data(),
-                       e.G(p.n2_w));
+      e.k_.template backward<ops::RmsNorm>(e.norm(N, D), {.x = a.mid.data(), .w = e.P(p.n2_w), .rstd = a.n2_rstd.data(),
+                                                          .dy = s.dn.data(), .dx = s.dtmp.data(), .dw = e.G(p.n2_w)});
       e.k_.add_into(N * D, s.dx.data(), s.dtmp.data());
     }
     void backward(At<llama::Residual1>) {
-      e.k_.residual_bwd(e.elems(N * D), s.dx.data(), s.dx.data(), s.dx.data());
+      e.k_.template backward<ops::ResidualAdd>(e.elems(N * D),
+                                               {.dy = s.dx.data(), .da = s.dx.data(), .db = s.dx.data()});
     }
     void backward(At<llama::OProj>) {
       e.template proj_bwd<op<At<llama::OProj>>>(N, qd, D, a.oproj_in().data(), e.P(p.o_w), s.dx.data(),
-                                                 s.d_oproj_in().data(), e.G(p.o_w), a.aux[kO]);
+                                                s.d_oproj_in().data(), e.G(p.o_w), a.aux[kO]);
     }
     void backward(At<llama::Attn>) {
-      e.k_.attention_bwd(e.attention(), a.qr.data(), qd, a.kr.data(), a.v.data(), kvd, a.att.data(), a.lse.data(),
-                         s.datt.data(), s.dqr.data(), s.dkr.data(), s.dv.data());
+      e.k_.template backward<ops::Attention>(e.attention(), {.q = a.qr.data(), .ldq = qd, .k = a.kr.data(),
+                                                             .v = a.v.data(), .ldkv = kvd, .o = a.att.data(),
+                                                             .lse = a.lse.data(), .dout = s.datt.data(),
+                                                             .dq = s.dqr.data(), .dk = s.dkr.data(),
+                                                             .dv = s.dv.data()});
     }
-    void backward(At<llama::RopeK>) { e.k_.rope_bwd(e.rope(e.Hkv_), s.dkr.data(), s.dk.data()); }
-    void backward(At<llama::RopeQ>) { e.k_.rope_bwd(e.rope(e.Hq_), s.dqr.data(), s.dq.data()); }
+    void backward(At<llama::RopeK>) {
+      e.k_.template backward<ops::Rope>(e.rope(e.Hkv_), {.dy = s.dkr.data(), .dx = s.dk.data()});
+    }
+    void backward(At<llama::RopeQ>) {
+      e.k_.template backward<ops::Rope>(e.rope(e.Hq_), {.dy = s.dqr.data(), .dx = s.dq.data()});
+    }
     // v_proj runs first in the backward chain (it writes), then k, then q (added).
     void backward(At<llama::VProj>) {
       e.template proj_bwd<op<At<llama::VProj>>>(N, D, kvd, a.n1.data(), e.P(p.v_w), s.dv.data(), s.dn.data(),
-                                                 e.G(p.v_w), a.aux[kV]);
+                                                e.G(p.v_w), a.aux[kV]);
     }
     void backward(At<llama::KProj>) {
       e.template proj_bwd<op<At<llama::KProj>>>(N, D, kvd, a.n1.data(), e.P(p.k_w), s.dk.data(), s.dtmp.data(),
-                                                 e.G(p.k_w), a.aux[kK]);
+                                                e.G(p.k_w), a.aux[kK]);
       e.k_.add_into(N * D, s.dn.data(), s.dtmp.data());
     }
     void backward(At<llama::QProj>) {
       e.template proj_bwd<op<At<llama::QProj>>>(N, D, qd, a.n1.data(), e.P(p.q_w), s.dq.data(), s.dtmp.data(),
-                                                 e.G(p.q_w), a.aux[kQ]);
+                                                e.G(p.q_w), a.aux[kQ]);
       e.k_.add_into(N * D, s.dn.data(), s.dtmp.data());
     }
     void backward(At<llama::InputNorm>) {
-      e.k_.rmsnorm_bwd(e.norm(N, D), a.x.data(), e.P(p.n1_w), a.n1_rstd.data(), s.dn.data(), s.dtmp.data(),
-                       e.G(p.n1_w));
+      e.k_.template backward<ops::RmsNorm>(e.norm(N, D), {.x = a.x.data(), .w = e.P(p.n1_w), .rstd = a.n1_rstd.data(),
+                                                          .dy = s.dn.data(), .dx = s.dtmp.data(), .dw = e.G(p.n1_w)});
       e.k_.add_into(N * D, s.dx.data(), s.dtmp.data());
     }
   };
@@ -277,12 +309,14 @@ struct LlamaFamily : FamilyLayers<Family::Llama, llama::Stem, llama::Block, llam
   struct FinalNorm {
     E& e;
     void forward(llama::Norm) {
-      e.k_.rmsnorm_fwd(e.norm(e.head_rows(), e.D_), e.head_input(), e.P(e.outer_.nf_w), e.s_.hn.data(),
-                       e.s_.hn_rstd.data());
+      e.k_.template forward<ops::RmsNorm>(
+          e.norm(e.head_rows(), e.D_),
+          {.x = e.head_input(), .w = e.P(e.outer_.nf_w), .y = e.s_.hn.data(), .rstd = e.s_.hn_rstd.data()});
     }
     void backward(llama::Norm) {
-      e.k_.rmsnorm_bwd(e.norm(e.N_, e.D_), e.s_.h.data(), e.P(e.outer_.nf_w), e.s_.hn_rstd.data(), e.s_.dn.data(),
-                       e.s_.dx.data(), e.G(e.outer_.nf_w));
+      e.k_.template backward<ops::RmsNorm>(e.norm(e.N_, e.D_), {.x = e.s_.h.data(), .w = e.P(e.outer_.nf_w),
+                                                                .rstd = e.s_.hn_rstd.data(), .dy = e.s_.dn.data(),
+                                                                .dx = e.s_.dx.data(), .dw = e.G(e.outer_.nf_w)});
     }
   };
   template <class E>
