@@ -68,3 +68,28 @@ class KeyedKernels {
 };
 
 }  // namespace lockstep::ad
+
+// The float kernel set's declarations, one run() per op and direction, written
+// once for every kernel set whose kernels are defined out of line (cpu::OpKernels,
+// cuda::OpKernels): its class body says LOCKSTEP_FLOAT_OP_KERNELS(Aux) with its
+// own kept-for-backward type. An op added to the model's list gets its two
+// lines here; the KernelSet concepts (model/kernel_set.hpp) check every set.
+// One op's two declarations, forward and backward; the trailing arguments are
+// `, AUX& aux` (written `, , AUX& aux`) for a kernel that keeps values for its backward.
+#define LOCKSTEP_OP_KERNEL_PAIR(CONFIG, OP, ...)                        \
+  void run(const CONFIG& c, const ops::OP::FwdArgs<float>& a __VA_ARGS__); \
+  void run(const CONFIG& c, const ops::OP::BwdArgs<float>& a __VA_ARGS__);
+#define LOCKSTEP_FLOAT_OP_KERNELS(AUX) \
+  LOCKSTEP_OP_KERNEL_PAIR(ops::Embedding::Config, Embedding) \
+  LOCKSTEP_OP_KERNEL_PAIR(ops::LearnedPositions::Config, LearnedPositions) \
+  LOCKSTEP_OP_KERNEL_PAIR(ops::Linear::Config, Linear) \
+  LOCKSTEP_OP_KERNEL_PAIR(ops::QuantLinearConfig, BitLinear, , AUX& aux) \
+  LOCKSTEP_OP_KERNEL_PAIR(ops::NormConfig, LayerNorm) \
+  LOCKSTEP_OP_KERNEL_PAIR(ops::NormConfig, RmsNorm) \
+  LOCKSTEP_OP_KERNEL_PAIR(ops::ElementwiseConfig, Gelu, , AUX& aux) \
+  LOCKSTEP_OP_KERNEL_PAIR(ops::ElementwiseConfig, SwiGlu, , AUX& aux) \
+  LOCKSTEP_OP_KERNEL_PAIR(ops::ElementwiseConfig, ReluSqMul) \
+  LOCKSTEP_OP_KERNEL_PAIR(ops::ElementwiseConfig, ResidualAdd) \
+  LOCKSTEP_OP_KERNEL_PAIR(ops::Rope::Config, Rope) \
+  LOCKSTEP_OP_KERNEL_PAIR(ops::Attention::Config, Attention) \
+  LOCKSTEP_OP_KERNEL_PAIR(ops::CrossEntropy::Config, CrossEntropy)

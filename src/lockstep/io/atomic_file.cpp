@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -83,6 +85,14 @@ void write_file_atomic(const std::string& path, const std::function<void(const C
 
 void write_file_atomic(const std::string& path, std::span<const std::uint8_t> bytes) {
   write_file_atomic(path, [&](const ChunkWriter& w) { w(bytes); });
+}
+
+std::string read_file_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw std::runtime_error(fmt::format("cannot read '{}'", path));
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
 }
 
 }  // namespace lockstep::io

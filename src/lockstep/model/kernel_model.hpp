@@ -68,22 +68,11 @@ class KernelModel : public Model {
 
   float forward_backward(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets,
                          std::int64_t batch, std::int64_t seq, bool accumulate, int threads) override {
-    check_batch(inputs, targets, batch, seq);
-    begin_pass(threads, accumulate);
-    const float loss = engine_.run(inputs.data(), targets.data(), static_cast<std::size_t>(batch),
-                                   static_cast<std::size_t>(seq), true, accumulate);
-    storage_.after_pass(true, "training step");
-    return loss;
+    return pass(inputs, targets, batch, seq, threads, true, accumulate);
   }
-
   float loss(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets, std::int64_t batch,
              std::int64_t seq, int threads) override {
-    check_batch(inputs, targets, batch, seq);
-    begin_pass(threads, false);
-    const float loss = engine_.run(inputs.data(), targets.data(), static_cast<std::size_t>(batch),
-                                   static_cast<std::size_t>(seq), false, false);
-    storage_.after_pass(false, "loss");
-    return loss;
+    return pass(inputs, targets, batch, seq, threads, false, false);
   }
 
   std::vector<float> next_logits(std::span<const std::int32_t> tokens, int threads) override {
@@ -97,6 +86,16 @@ class KernelModel : public Model {
   }
 
  protected:
+  // One pass over a batch: the mean loss, and with `backward` the gradients.
+  float pass(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets, std::int64_t batch,
+             std::int64_t seq, int threads, bool backward, bool accumulate) {
+    check_batch(inputs, targets, batch, seq);
+    begin_pass(threads, accumulate);
+    const float loss = engine_.run(inputs.data(), targets.data(), static_cast<std::size_t>(batch),
+                                   static_cast<std::size_t>(seq), backward, accumulate);
+    storage_.after_pass(backward, backward ? "training step" : "loss");
+    return loss;
+  }
   // The float kernels read every parameter as an f32 Param::value: a parameter
   // the caller put in another dtype (params() is writable) is refused by name.
   void require_runnable_params() const { require_f32_params(params_, Storage::kName); }

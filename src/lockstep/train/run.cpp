@@ -29,13 +29,7 @@ namespace {
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-std::string read_text(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  if (!f) throw std::runtime_error(fmt::format("cannot read '{}'", p.string()));
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+std::string read_text(const fs::path& p) { return io::read_file_text(p.string()); }
 
 void write_text_atomic(const fs::path& p, const std::string& s) {
   io::write_file_atomic(p.string(), std::span(reinterpret_cast<const std::uint8_t*>(s.data()), s.size()));

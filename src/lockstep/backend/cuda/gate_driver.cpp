@@ -251,12 +251,20 @@ struct OpGates {
     return k;
   }
 
+  // A case's arrays for `proto`'s fields, every cell seeded from `rng` (inputs
+  // drawn, outputs set to the pass's fill value).
+  template <class Args>
+  static std::vector<Array> seeded_arrays(const Config& c, const Args& proto, ad::Rng& rng) {
+    std::vector<Array> arrs = device_arrays(c, proto);
+    for (Array& a : arrs) prepare_cells(a, rng);
+    return arrs;
+  }
+
   static std::string run_forward(const GateCase& g, const Variant& v, std::uint64_t seed) {
     ad::Rng rng(seed);
     const Config& c = g.config;
     const auto proto = arranged<ops::FwdArgsOf<Op, float>>(g);
-    std::vector<Array> arrs = device_arrays(c, proto);
-    for (Array& a : arrs) prepare_cells(a, rng);
+    std::vector<Array> arrs = seeded_arrays(c, proto, rng);
     upload(arrs);
     auto ck = cpu_kernels();
     HostAux haux;
@@ -278,8 +286,7 @@ struct OpGates {
     ad::Rng rng(seed);
     const Config& c = g.config;
     const auto proto = arranged<ops::BwdArgsOf<Op, float>>(g);
-    std::vector<Array> arrs = device_arrays(c, proto);
-    for (Array& a : arrs) prepare_cells(a, rng);
+    std::vector<Array> arrs = seeded_arrays(c, proto, rng);
     bool needs_forward = kAux && v.aux_kept;
     for (const Array& a : arrs) needs_forward = needs_forward || a.field.role == ops::Role::saved;
     auto ck = cpu_kernels();

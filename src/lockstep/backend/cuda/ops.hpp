@@ -71,32 +71,7 @@ class OpKernels : public ad::KeyedKernels<OpKernels, float> {
   void copy_to_host(float* host, const float* device, std::size_t n);
 
   // --- the ops (contracts: ops/kernel_args.hpp, cpu::OpKernels) --------------
-  void run(const ops::Embedding::Config& c, const ops::Embedding::FwdArgs<float>& a);
-  void run(const ops::Embedding::Config& c, const ops::Embedding::BwdArgs<float>& a);
-  void run(const ops::LearnedPositions::Config& c, const ops::LearnedPositions::FwdArgs<float>& a);
-  void run(const ops::LearnedPositions::Config& c, const ops::LearnedPositions::BwdArgs<float>& a);
-  void run(const ops::Linear::Config& c, const ops::Linear::FwdArgs<float>& a);
-  void run(const ops::Linear::Config& c, const ops::Linear::BwdArgs<float>& a);
-  void run(const ops::QuantLinearConfig& c, const ops::BitLinear::FwdArgs<float>& a, Aux& aux);
-  void run(const ops::QuantLinearConfig& c, const ops::BitLinear::BwdArgs<float>& a, Aux& aux);
-  void run(const ops::NormConfig& c, const ops::LayerNorm::FwdArgs<float>& a);
-  void run(const ops::NormConfig& c, const ops::LayerNorm::BwdArgs<float>& a);
-  void run(const ops::NormConfig& c, const ops::RmsNorm::FwdArgs<float>& a);
-  void run(const ops::NormConfig& c, const ops::RmsNorm::BwdArgs<float>& a);
-  void run(const ops::ElementwiseConfig& c, const ops::Gelu::FwdArgs<float>& a, Aux& aux);
-  void run(const ops::ElementwiseConfig& c, const ops::Gelu::BwdArgs<float>& a, Aux& aux);
-  void run(const ops::ElementwiseConfig& c, const ops::SwiGlu::FwdArgs<float>& a, Aux& aux);
-  void run(const ops::ElementwiseConfig& c, const ops::SwiGlu::BwdArgs<float>& a, Aux& aux);
-  void run(const ops::ElementwiseConfig& c, const ops::ReluSqMul::FwdArgs<float>& a);
-  void run(const ops::ElementwiseConfig& c, const ops::ReluSqMul::BwdArgs<float>& a);
-  void run(const ops::ElementwiseConfig& c, const ops::ResidualAdd::FwdArgs<float>& a);
-  void run(const ops::ElementwiseConfig& c, const ops::ResidualAdd::BwdArgs<float>& a);
-  void run(const ops::Rope::Config& c, const ops::Rope::FwdArgs<float>& a);
-  void run(const ops::Rope::Config& c, const ops::Rope::BwdArgs<float>& a);
-  void run(const ops::Attention::Config& c, const ops::Attention::FwdArgs<float>& a);
-  void run(const ops::Attention::Config& c, const ops::Attention::BwdArgs<float>& a);
-  void run(const ops::CrossEntropy::Config& c, const ops::CrossEntropy::FwdArgs<float>& a);
-  void run(const ops::CrossEntropy::Config& c, const ops::CrossEntropy::BwdArgs<float>& a);
+  LOCKSTEP_FLOAT_OP_KERNELS(Aux)  // one run() per op and direction (ad/kernel_set.hpp)
   void add_into(std::size_t n, float* acc, const float* x);
 
  private:

@@ -213,13 +213,7 @@ struct Gpt2Family : FamilyLayers<Family::Gpt2, gpt2::Stem, gpt2::Block, gpt2::He
       e.k_.template backward<ops::Linear>({N, D, F, true}, {.x = a.n2.data(), .w = e.P(p.fc_w), .dy = s.dfc.data(),
                                                             .dx = s.dn.data(), .dw = e.G(p.fc_w), .db = e.G(p.fc_b)});
     }
-    void backward(gpt2::Ln2) {
-      e.k_.template backward<ops::LayerNorm>(e.norm(N, D), {.x = a.mid.data(), .gamma = e.P(p.n2_w),
-                                                            .mean = a.n2_mean.data(), .rstd = a.n2_rstd.data(),
-                                                            .dy = s.dn.data(), .dx = s.dtmp.data(),
-                                                            .dgamma = e.G(p.n2_w), .dbeta = e.G(p.n2_b)});
-      e.k_.add_into(N * D, s.dx.data(), s.dtmp.data());
-    }
+    void backward(gpt2::Ln2) { layernorm_backward(a.mid.data(), p.n2_w, p.n2_b, a.n2_mean.data(), a.n2_rstd.data()); }
     void backward(gpt2::Residual1) {
       e.k_.template backward<ops::ResidualAdd>(e.elems(N * D),
                                                {.dy = s.dx.data(), .da = s.dx.data(), .db = s.dx.data()});
@@ -241,11 +235,14 @@ struct Gpt2Family : FamilyLayers<Family::Gpt2, gpt2::Stem, gpt2::Block, gpt2::He
                                                                 .dy = s.dqkv.data(), .dx = s.dn.data(),
                                                                 .dw = e.G(p.attn_w), .db = e.G(p.attn_b)});
     }
-    void backward(gpt2::Ln1) {
-      e.k_.template backward<ops::LayerNorm>(e.norm(N, D), {.x = a.x.data(), .gamma = e.P(p.n1_w),
-                                                            .mean = a.n1_mean.data(), .rstd = a.n1_rstd.data(),
+    void backward(gpt2::Ln1) { layernorm_backward(a.x.data(), p.n1_w, p.n1_b, a.n1_mean.data(), a.n1_rstd.data()); }
+
+    // A block norm's backward: its input's gradient (from the norm output's, dn)
+    // is added to the residual stream's (dx), which the block input also feeds.
+    void layernorm_backward(const T* x, std::size_t gamma, std::size_t beta, const T* mean, const T* rstd) {
+      e.k_.template backward<ops::LayerNorm>(e.norm(N, D), {.x = x, .gamma = e.P(gamma), .mean = mean, .rstd = rstd,
                                                             .dy = s.dn.data(), .dx = s.dtmp.data(),
-                                                            .dgamma = e.G(p.n1_w), .dbeta = e.G(p.n1_b)});
+                                                            .dgamma = e.G(gamma), .dbeta = e.G(beta)});
       e.k_.add_into(N * D, s.dx.data(), s.dtmp.data());
     }
   };
