@@ -15,6 +15,8 @@
 #include "lockstep/io/atomic_file.hpp"
 #include "lockstep/io/safetensors.hpp"
 
+#include "../common/run_command.hpp"
+
 namespace io = lockstep::io;
 namespace fs = std::filesystem;
 
@@ -26,19 +28,11 @@ fs::path temp_dir() {
   return d;
 }
 
-std::string run(const std::string& cmd, int* status) {
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf{};
-  while (p && fgets(buf.data(), static_cast<int>(buf.size()), p)) out += buf.data();
-  const int rc = p ? pclose(p) : -1;
-  *status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-  return out;
-}
+using lockstep::test::run_command;
 
 bool have_python_safetensors() {
   int st = 0;
-  run("python3 -c 'import numpy, safetensors'", &st);
+  run_command("python3 -c 'import numpy, safetensors'", &st);
   return st == 0;
 }
 
@@ -141,7 +135,7 @@ TEST(Safetensors, AgreesWithHuggingFaceSafetensors) {
                          {"ids", io::DType::I32, {2}, {reinterpret_cast<const std::uint8_t*>(ids.data()), 8}}},
                         {{"format", "pt"}});
   int st = 0;
-  const std::string out = run("python3 " + script + " read " + ours.string(), &st);
+  const std::string out = run_command("python3 " + script + " read " + ours.string(), &st);
   ASSERT_EQ(st, 0) << out;
   auto bitsum = [](const void* p, std::size_t n) {
     std::uint64_t s = 0;
@@ -152,7 +146,7 @@ TEST(Safetensors, AgreesWithHuggingFaceSafetensors) {
   EXPECT_NE(out.find("w float32 [2, 2] " + std::to_string(bitsum(w.data(), 16))), std::string::npos) << out;
   // HF writes, lockstep reads.
   const fs::path theirs = temp_dir() / "theirs.safetensors";
-  const std::string out2 = run("python3 " + script + " write " + theirs.string(), &st);
+  const std::string out2 = run_command("python3 " + script + " write " + theirs.string(), &st);
   ASSERT_EQ(st, 0) << out2;
   const auto f = io::SafetensorsFile::read(theirs.string());
   EXPECT_EQ(f.metadata().at("format"), "pt");
