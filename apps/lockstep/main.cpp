@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -25,6 +26,7 @@
 #include "lockstep/train/run.hpp"
 #include "lockstep/version.hpp"
 #include "lockstep/verify/report.hpp"
+#include "command.hpp"
 #include "suites.hpp"
 
 namespace {
@@ -307,6 +309,12 @@ struct GenerateCommand {
   }
 };
 
+// The subcommands that live in their own files (command.hpp).
+std::vector<std::unique_ptr<lockstep::cli::Command>> make_commands() {
+  std::vector<std::unique_ptr<lockstep::cli::Command>> list;
+  return list;
+}
+
 }  // namespace
 
 // libgomp's idle threads spin before they sleep. On a machine whose cores are
@@ -357,6 +365,8 @@ int main(int argc, char** argv) {
   train.add(app);
   GenerateCommand generate;
   generate.add(app);
+  auto commands = make_commands();
+  for (auto& c : commands) c->add(app);
 
   try {
     app.parse(argc, argv);
@@ -368,5 +378,7 @@ int main(int argc, char** argv) {
   if (app.got_subcommand("verify")) return run_verify(suite_names, vopt, list);
   if (app.got_subcommand("train")) return train.run();
   if (app.got_subcommand("generate")) return generate.run();
+  for (auto& c : commands)
+    if (c->chosen()) return c->run();
   return 2;
 }
