@@ -83,6 +83,27 @@ TEST(CudaGateMutants, CleanKernelsPassEveryGate) {
   for (const auto& o : outcomes)
     EXPECT_EQ(o.difference, "") << o.kernel << " on " << o.shape << (o.poisoned ? " (dirty pass)" : "");
   std::printf("Mutant::none: %zu gate cases x 2 passes, all pass\n", cases.size());
+  // Where the start-up time goes: seconds per kernel (both passes), the ten largest.
+  std::map<std::string, std::pair<double, int>> per_kernel;
+  double total = 0;
+  for (const auto& o : outcomes) {
+    per_kernel[o.kernel].first += o.seconds;
+    per_kernel[o.kernel].second += 1;
+    total += o.seconds;
+  }
+  std::vector<std::pair<double, std::string>> slow;
+  for (const auto& [k, v] : per_kernel)
+    slow.emplace_back(v.first, k + " (" + std::to_string(v.second) + " runs)");
+  std::sort(slow.rbegin(), slow.rend());
+  std::printf("gate time %.2f s; slowest kernels:\n", total);
+  for (std::size_t i = 0; i < slow.size() && i < 10; ++i) std::printf("  %7.3f s  %s\n", slow[i].first, slow[i].second.c_str());
+  std::vector<const lc::gate::Outcome*> by_case;
+  for (const auto& o : outcomes) by_case.push_back(&o);
+  std::sort(by_case.begin(), by_case.end(), [](auto* a, auto* b) { return a->seconds > b->seconds; });
+  std::printf("slowest cases:\n");
+  for (std::size_t i = 0; i < by_case.size() && i < 10; ++i)
+    std::printf("  %7.3f s  %s on %s%s\n", by_case[i]->seconds, by_case[i]->kernel.c_str(), by_case[i]->shape.c_str(),
+                by_case[i]->poisoned ? " (dirty)" : "");
 }
 
 class CudaGateMutant : public ::testing::TestWithParam<Mutant> {};
