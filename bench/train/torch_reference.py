@@ -11,8 +11,11 @@ SwiGLU), and times the same step: forward, cross-entropy, backward, global-norm
 clipping at 1.0, AdamW — fp32, torch.set_num_threads(threads), no torch.compile.
 Prints both numbers and lockstep / PyTorch. With --device cuda both run on the GPU
 (lockstep's CUDA model; PyTorch fp32 with TF32 off, scaled_dot_product_attention,
-AdamW foreach=False as on the CPU), e.g. the issue's GPT-2 124M benchmark:
+AdamW fused), e.g. the GPT-2 124M benchmark:
   python3 bench/train/torch_reference.py --device cuda --steps 10 gpt2-124m:16:1024:50257
+and with --torch-modes fp32,bf16,bf16-compile,bf16-det every PyTorch configuration of the
+performance issue (bf16 autocast with fp32 master weights, torch.compile, deterministic
+algorithms; fused AdamW on the GPU), with its peak GPU memory.
 
 Where torch is not importable (the Debian development machine) it says so and exits 0.
 """
@@ -24,6 +27,8 @@ import subprocess
 import sys
 import time
 
+# bf16-det's deterministic cuBLAS needs a fixed workspace, set before CUDA starts.
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 try:
     import torch
     import torch.nn as nn
@@ -123,38 +128,57 @@ class Llama(nn.Module):
         return x @ self.emb.weight.t() if self.head is None else self.head(x)
 
 
-def torch_tokens_per_second(c, threads, steps, device="cpu"):
+TORCH_MODES = ("fp32", "bf16", "bf16-compile", "bf16-det")
+
+
+def torch_tokens_per_second(c, threads, steps, device="cpu", mode="fp32", with_memory=False):
+    """Tokens/s of the training step in PyTorch. Modes: fp32 (TF32 off); bf16 (autocast,
+    fp32 master weights: what a PyTorch user runs); bf16-compile (the same under
+    torch.compile); bf16-det (bf16 with torch.use_deterministic_algorithms). On the GPU
+    AdamW is fused (PyTorch's fastest); on the CPU it is the plain loop, as before.
+    with_memory: returns (tok/s, peak GPU bytes)."""
     torch.manual_seed(0)
     torch.set_num_threads(threads)
+    torch.use_deterministic_algorithms(mode == "bf16-det")
     if device == "cuda":  # fp32 means fp32: no TF32 anywhere
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
         torch.set_float32_matmul_precision("highest")
+        torch.cuda.reset_peak_memory_stats()
     model = (Gpt2(c) if c["family"] == "gpt2" else Llama(c)).to(device)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     other = [p for p in model.parameters() if p.dim() < 2]
+    fused = {"fused": True} if device == "cuda" else {"foreach": False}
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": other, "weight_decay": 0.0}],
-                            lr=1e-3, betas=(0.9, 0.95), eps=1e-8, foreach=False)
+                            lr=1e-3, betas=(0.9, 0.95), eps=1e-8, **fused)
+    forward = torch.compile(model) if mode == "bf16-compile" else model
     B, T, V = c["batch"], c["seq"], c["vocab"]
     x = torch.randint(0, V, (B, T), device=device)
     y = torch.randint(0, V, (B, T), device=device)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    bf16 = mode != "fp32"
 
     def step():
-        logits = model(x)
-        loss = F.cross_entropy(logits.view(-1, V), y.view(-1))
+        with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=bf16):
+            logits = forward(x)
+            loss = F.cross_entropy(logits.view(-1, V).float(), y.view(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
 
-    step()  # warm-up
+    for _ in range(2 if mode == "bf16-compile" else 1):  # warm-up (compilation)
+        step()
     sync()
     t = time.perf_counter()
     for _ in range(steps):
         step()
     sync()
-    return B * T * steps / (time.perf_counter() - t)
+    rate = B * T * steps / (time.perf_counter() - t)
+    torch.use_deterministic_algorithms(False)
+    if not with_memory:
+        return rate
+    return rate, (torch.cuda.max_memory_allocated() if device == "cuda" else 0)
 
 
 def main():
@@ -165,21 +189,31 @@ def main():
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--audit", choices=["off", "stop"], default="off", help="lockstep's live audits (cuda)")
+    ap.add_argument("--torch-modes", default="fp32",
+                    help="comma-separated PyTorch modes: " + ", ".join(TORCH_MODES) + " (default fp32)")
     ap.add_argument("configs", nargs="*", default=["default", "gpt2-tiny:16:256:1024", "llama-tiny:16:256:1024"])
     a = ap.parse_args()
     if not os.path.exists(a.bench):
         print(f"torch_reference: {a.bench} not found (build bench/train first, or pass --bench)")
         return 1
+    modes = [m for m in a.torch_modes.split(",") if m]
+    for m in modes:
+        if m not in TORCH_MODES:
+            print(f"torch_reference: unknown --torch-modes entry '{m}' (known: {', '.join(TORCH_MODES)})")
+            return 2
     where = f"{a.threads} threads" if a.device == "cpu" else torch.cuda.get_device_name(0) + ", TF32 off"
-    print(f"PyTorch {torch.__version__} fp32 {a.device} vs lockstep, {where}, {a.steps} timed steps")
-    print(f"{'config':<26} {'lockstep tok/s':>15} {'torch tok/s':>12} {'lockstep/torch':>15}")
+    print(f"PyTorch {torch.__version__} {a.device} vs lockstep, {where}, {a.steps} timed steps")
+    print(f"{'config':<26} {'torch mode':<13} {'lockstep tok/s':>15} {'torch tok/s':>12} {'lockstep/torch':>15}"
+          f" {'torch peak GiB':>15}")
     for spec in a.configs:
         out = subprocess.run([a.bench, spec, "--json", "--threads", str(a.threads), "--steps", str(a.steps),
                               "--device", a.device, "--audit", a.audit], check=True, capture_output=True, text=True).stdout
         c = json.loads(out.strip().splitlines()[-1])
-        ref = torch_tokens_per_second(c, a.threads, a.steps, a.device)
-        print(f"{spec:<26} {c['train_tok_s']:>15.0f} {ref:>12.0f} {c['train_tok_s'] / ref:>15.3f}"
-              f"   (lockstep ms/step {c['ms_per_step']:.1f}: model {c['model_ms']:.1f}, optimizer {c['optim_ms']:.1f})")
+        for m in modes:
+            ref, peak = torch_tokens_per_second(c, a.threads, a.steps, a.device, m, with_memory=True)
+            print(f"{spec:<26} {m:<13} {c['train_tok_s']:>15.0f} {ref:>12.0f} {c['train_tok_s'] / ref:>15.3f}"
+                  f" {peak / 2**30:>15.2f}   (lockstep ms/step {c['ms_per_step']:.1f}: model {c['model_ms']:.1f},"
+                  f" optimizer {c['optim_ms']:.1f})", flush=True)
     return 0
 
 
