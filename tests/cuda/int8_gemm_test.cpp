@@ -167,6 +167,31 @@ TEST(CudaInt8Gemm, GatesAdmitEveryImplementationAndTheRaceReports) {
   EXPECT_EQ(s.report.rfind("int8 GEMM (CUDA):", 0), 0u) << s.report;
 }
 
+// The int8 unit linear (ops/units.hpp) through the gate driver: forward,
+// float STE and unit backward, = cpu::OpKernels bit for bit, under the race's
+// choice and under each int8 implementation forced (the " int8 ..." variants).
+TEST(CudaInt8Gemm, TheInt8LinearOpPassesItsGatesUnderEveryImplementation) {
+  REQUIRE_DEVICE();
+  lc::int8_selection_reset();
+  const auto cases = lc::gate::cases_of({"int8_linear"});
+  ASSERT_FALSE(cases.empty());
+  std::size_t forced[4] = {0, 0, 0, 0};
+  for (const auto& c : cases)
+    for (int i = 0; i < lc::kInt8Impls; ++i)
+      forced[i] += c.shape.find(" int8 " + std::string(lc::int8_impl_name(static_cast<Int8Impl>(i)))) !=
+                   std::string::npos;
+  for (int i = 0; i < lc::kInt8Impls; ++i) EXPECT_GT(forced[i], 0u) << lc::int8_impl_name(static_cast<Int8Impl>(i));
+  const auto outcomes = lc::gate::run_gates(cases, {});
+  std::size_t failed = 0;
+  for (const auto& o : outcomes) {
+    failed += !o.difference.empty();
+    EXPECT_EQ(o.difference, "") << o.kernel << " on " << o.shape << (o.poisoned ? " (dirty pass)" : "");
+  }
+  std::printf("int8_linear: %zu cases (forced dp4a %zu, imma128 %zu, imma256 %zu, cublasLt %zu), %zu outcomes, "
+              "%zu differ\n",
+              cases.size(), forced[0], forced[1], forced[2], forced[3], outcomes.size(), failed);
+}
+
 struct Int8MutantCase {
   lc::Mutant mutant;
   std::vector<Int8Impl> mutated;

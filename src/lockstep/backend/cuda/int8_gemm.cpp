@@ -28,6 +28,7 @@ struct Record {
 std::recursive_mutex g_mu;
 std::array<Record, kInt8Impls> g_records;
 std::optional<Int8Selection> g_selection;
+int g_forced = -1;  // int8_gemm_force
 
 int index_of(Int8Impl i) { return static_cast<int>(i); }
 Int8Impl impl_at(int i) { return static_cast<Int8Impl>(i); }
@@ -184,6 +185,12 @@ void int8_gemm_nt(const std::int8_t* A, const std::int8_t* B, std::int32_t* C, s
                   std::size_t K, cudaStream_t stream) {
   int8_check_shape(N, M, K);
   if (N == 0 || M == 0) return;
+  if (g_forced >= 0) {
+    const Int8Impl f = impl_at(g_forced);
+    if (f == Int8Impl::cublaslt && *launch::int8_cublaslt(A, B, C, N, M, K, stream) == '\0') return;
+    launch_own(f == Int8Impl::cublaslt ? Int8Impl::dp4a : f, A, B, C, N, M, K, stream);
+    return;
+  }
   const Int8Selection& s = int8_selection();
   const int cl = static_cast<int>(int8_class_of(A, B, N, M, K));
   if (s.choice[cl] == Int8Impl::cublaslt && *launch::int8_cublaslt(A, B, C, N, M, K, stream) == '\0') return;
@@ -200,6 +207,11 @@ void int8_gate_record(Int8Impl impl, const std::string& difference, const std::s
   ++r.failed;
   if (r.first_failure.empty()) r.first_failure = where + ": " + difference;
   g_selection.reset();  // a failure after the race: choose again without it
+}
+
+void int8_gemm_force(int impl) {
+  if (impl >= kInt8Impls) throw std::invalid_argument("int8_gemm_force: no implementation " + std::to_string(impl));
+  g_forced = impl;
 }
 
 void int8_selection_reset() {
@@ -219,8 +231,24 @@ const Int8Selection& int8_selection() {
   if (!complete) {
     // Start-up did not run the int8 gates (a process that uses the GEMM
     // without a model): run them now, clean and poisoned; they record here.
+    // The cases are run here directly, not through gate::run_gates: this may
+    // be inside another gate case (an op over the GEMM), whose poison state
+    // and launch-trace bracket must stay as they are.
     g_records = {};
-    gate::run_gates(cases, {});
+    const std::optional<std::uint32_t> outer = poison();
+    const gate::Options defaults;
+    for (const bool poisoned : {false, true}) {
+      set_poison(poisoned ? std::optional<std::uint32_t>(defaults.poison_pattern) : std::nullopt);
+      for (std::size_t i = 0; i < cases.size(); ++i) {
+        try {
+          cases[i].run(defaults.seed * 1000003u + i);  // records its outcome
+        } catch (...) {
+          set_poison(outer);
+          throw;
+        }
+      }
+    }
+    set_poison(outer);
   }
   Int8Selection s;
   bool own = false;

@@ -73,5 +73,10 @@ std::string int8_report();  // int8_selection().report
 void int8_gate_record(Int8Impl impl, const std::string& difference, const std::string& where);
 // Tests only: forget the gate outcomes and the race (after a planted mutant).
 void int8_selection_reset();
+// Gates and tests only: every int8_gemm_nt call runs `impl` instead of the
+// race's choice (-1: the choice again), gated or not — so an op over the GEMM
+// is gated under each implementation (gate_driver.cpp's variants). A forced
+// cuBLASLt that cannot take a call falls back to dp4a.
+void int8_gemm_force(int impl);
 
 }  // namespace lockstep::cuda
