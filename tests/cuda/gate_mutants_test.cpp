@@ -39,7 +39,8 @@ const std::vector<Mutant>& all_mutants() {
       Mutant::gemm_assign_not_accumulate, Mutant::gemm_no_bounds_guard,       Mutant::gemm_skip_last_column,
       Mutant::gemm_missing_barrier,       Mutant::attention_drop_scale,       Mutant::residual_flush_negative_zero,
       Mutant::layernorm_fused_mul_add,    Mutant::adamw_decay_every_tensor,   Mutant::clip_without_epsilon,
-      Mutant::clip_scales_up,
+      Mutant::clip_scales_up,             Mutant::int8_dp4a_int16_accumulator, Mutant::int8_imma_k_tail_dropped,
+      Mutant::int8_imma_last_column_skipped,
   };
   return m;
 }
@@ -57,6 +58,9 @@ std::vector<lc::gate::Case> family_cases(Mutant m) {
     case Mutant::adamw_decay_every_tensor:
     case Mutant::clip_without_epsilon:
     case Mutant::clip_scales_up: return lc::gate::train_cases();
+    case Mutant::int8_dp4a_int16_accumulator:
+    case Mutant::int8_imma_k_tail_dropped:
+    case Mutant::int8_imma_last_column_skipped: return lc::gate::cases_of({"int8_gemm"});
     case Mutant::none: return lc::gate::all_cases();
   }
   return {};
@@ -71,7 +75,7 @@ struct ScopedMutant {
 // Every enumerator appears exactly once above (a new one must be added here:
 // the switch in family_cases has no default, so -Wswitch names it).
 TEST(CudaGateMutants, ListCoversTheEnum) {
-  EXPECT_EQ(all_mutants().size(), static_cast<std::size_t>(Mutant::clip_scales_up));
+  EXPECT_EQ(all_mutants().size(), static_cast<std::size_t>(Mutant::int8_imma_last_column_skipped));
 }
 
 TEST(CudaGateMutants, CleanKernelsPassEveryGate) {
@@ -396,6 +400,11 @@ INSTANTIATE_TEST_SUITE_P(AllMutants, CudaGateMutant, ::testing::ValuesIn(all_mut
                              case Mutant::adamw_decay_every_tensor: return std::string("adamw_decay_every_tensor");
                              case Mutant::clip_without_epsilon: return std::string("clip_without_epsilon");
                              case Mutant::clip_scales_up: return std::string("clip_scales_up");
+                             case Mutant::int8_dp4a_int16_accumulator:
+                               return std::string("int8_dp4a_int16_accumulator");
+                             case Mutant::int8_imma_k_tail_dropped: return std::string("int8_imma_k_tail_dropped");
+                             case Mutant::int8_imma_last_column_skipped:
+                               return std::string("int8_imma_last_column_skipped");
                            }
                            return std::string("unknown");
                          });

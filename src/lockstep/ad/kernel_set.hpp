@@ -84,6 +84,7 @@ class KeyedKernels {
   LOCKSTEP_OP_KERNEL_PAIR(ops::LearnedPositions::Config, LearnedPositions) \
   LOCKSTEP_OP_KERNEL_PAIR(ops::Linear::Config, Linear) \
   LOCKSTEP_OP_KERNEL_PAIR(ops::QuantLinearConfig, BitLinear, , AUX& aux) \
+  LOCKSTEP_OP_KERNEL_PAIR(ops::Int8LinearConfig, Int8Linear) \
   LOCKSTEP_OP_KERNEL_PAIR(ops::NormConfig, LayerNorm) \
   LOCKSTEP_OP_KERNEL_PAIR(ops::NormConfig, RmsNorm) \
   LOCKSTEP_OP_KERNEL_PAIR(ops::ElementwiseConfig, Gelu, , AUX& aux) \

@@ -61,7 +61,7 @@ MutantResult trial(const RunOptions& o, std::string name, const Backward<Op>& ba
                           ci * 1000 + static_cast<std::size_t>(t)));
       const In<Op> x0 = Op::sample(c, rng);
       const Out<Op> out0 = Op::template forward<double>(c, x0);
-      const Out<Op> dout = random_cotangent<Op>(out0, rng);
+      const Out<Op> dout = cotangent_for<Op>(c, out0, rng);
       differs = differs || !same_bits<Op>(backward(c, x0, out0, dout),
                                           Op::template backward<double>(c, x0, out0, dout));
       const VjpReport rep = check_vjp<Op>(c, x0, dout, backward, o.grad);
@@ -274,6 +274,15 @@ Backward<Op> ste_through(bool latent) {
   };
 }
 
+// The int8 unit backward with other quantization axes (the float-backward
+// cases keep the true backward).
+Backward<Int8Linear> unit_axes(UnitBackwardAxes axes) {
+  return [axes](const Int8Linear::Config& c, const In<Int8Linear>& in, const Out<Int8Linear>& out,
+                const Out<Int8Linear>& d) {
+    return c.unit_backward ? Int8Linear::unit_backward(c, in, d.y, axes) : Int8Linear::backward(c, in, out, d);
+  };
+}
+
 // Cross-entropy: dz = (softmax - onehot)·dloss; the mutant forgets the one-hot.
 Backward<CrossEntropy> cross_entropy_onehot(bool onehot) {
   return [onehot](const CrossEntropy::Config& c, const In<CrossEntropy>& in,
@@ -349,6 +358,16 @@ template <>
 void specific<Int8Linear>(const RunOptions& o, std::vector<MutantResult>& out) {
   out.push_back(trial<Int8Linear>(o, "STE through latent W instead of int8 Ŵ",
                                   ste_through<Int8Linear>(true), true));
+  out.push_back(trial<Int8Linear>(o, "transposed weight gradient", weight_gradient<Int8Linear>(true), true));
+  // The unit backward's axes (ops/units.hpp): W re-quantized by its rows (over
+  // K, the forward's axis) for dx, x by its rows for dW. The checker's grid
+  // cotangents pin these two; the axis of dy's quantization is invisible there
+  // (the identity on the grid either way) and is pinned by the op's bound
+  // check instead (tests/ops/units_test.cpp plants it).
+  out.push_back(trial<Int8Linear>(o, "unit dx: W re-quantized by rows (over K) instead of by columns",
+                                  unit_axes({.dx_w_by_rows = true}), true));
+  out.push_back(trial<Int8Linear>(o, "unit dW: x quantized by rows (over K) instead of by columns",
+                                  unit_axes({.dw_x_by_rows = true}), true));
 }
 template <>
 void specific<LoraLinear>(const RunOptions& o, std::vector<MutantResult>& out) {

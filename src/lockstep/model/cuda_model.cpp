@@ -26,6 +26,7 @@
 #include "lockstep/backend/cuda/audit.hpp"
 #include "lockstep/backend/cuda/device.hpp"
 #include "lockstep/backend/cuda/gate.hpp"
+#include "lockstep/backend/cuda/int8_gemm.hpp"
 #include "lockstep/backend/cuda/ops.hpp"
 #include "lockstep/backend/cuda/optim_launch.hpp"
 #include "lockstep/backend/cuda/probe.hpp"
@@ -141,6 +142,8 @@ void gate_once() {
       g_gates_passed = fmt::format("start-up gates: {} kernel cases bit-identical to the CPU on a clean and a poisoned "
                                    "pool ({:.1f} s)",
                                    cuda::gate::all_cases().size(), s);
+      // The int8 GEMMs' verdict and the race per shape class (int8_gemm.hpp): one line.
+      g_gates_passed += "\n" + cuda::int8_report();
     } catch (const std::exception& e) {
       refused = e.what();
     }

@@ -14,6 +14,7 @@
 #include "lockstep/ops/quant.hpp"
 #include "lockstep/ops/rope.hpp"
 #include "lockstep/ops/softmax.hpp"
+#include "lockstep/ops/units.hpp"
 
 namespace lockstep::ops {
 
@@ -26,6 +27,6 @@ using AllOps = ad::OpList<Embedding, LearnedPositions, Linear, LayerNorm, RmsNor
 // bit tests iterate. model/kernel_set.hpp checks that every op of every layer
 // is in this list.
 using ModelOps = ad::OpList<Embedding, LearnedPositions, Linear, BitLinear, LayerNorm, RmsNorm, Gelu, SwiGlu,
-                            ReluSqMul, ResidualAdd, Rope, Attention, CrossEntropy>;
+                            ReluSqMul, ResidualAdd, Rope, Attention, CrossEntropy, Int8Linear>;
 
 }  // namespace lockstep::ops

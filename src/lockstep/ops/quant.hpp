@@ -1,5 +1,5 @@
-// Quantized linear layers: BitLinear (BitNet b1.58) and the int8 unit linear.
-// Both compute y = x · Wᵀ on integer codes with exact int32 accumulation, and
+// Quantized linear layers: BitLinear (BitNet b1.58) here, the int8 unit linear
+// (Int8Linear) in ops/units.hpp on the same quantizers. Both compute y = x · Wᵀ on integer codes with exact int32 accumulation, and
 // train through the straight-through estimator (STE).
 //
 // Quantizers (DESIGN.md §1; "/" is the correctly rounded division, floor and
@@ -21,7 +21,7 @@
 // Forward: acc_nm = Σ_k q^x_nk · q^w_mk in int32 (exact: K <= 131071), then the
 // epilogue, in this order:
 //   BitLinear:  y_nm = (f32(acc_nm) * step_n) * scale
-//   Int8Linear: y_nm = (f32(acc_nm) * step_n) * wstep_m
+//   Int8Linear: y_nm = ((f32(acc_nm) * step_n) * wstep_m) + b_m   (ops/units.hpp)
 //
 // Backward (STE). With x̂ = dequantized activations and Ŵ = dequantized
 // weights, BitNet's reference writes x + (x̂ - x).detach(), w + (Ŵ - w).detach():
@@ -115,6 +115,32 @@ inline std::vector<std::int32_t> int8_matmul_nt(const std::vector<std::int8_t>& 
       acc[n * M + m] = s;
     }
   return acc;
+}
+
+// The quantizer's properties on one operand quantized by rows (`what` names it
+// in the check rows): |q| <= 127, each row's absmax maps to exactly ±127, and
+// every dequantized value x̂ = q·step lies within half a step of x, up to the
+// four roundings (inv, x·inv, step, q·step) of 2^-24 on values of at most
+// 127.5 steps: |x - x̂| <= step/2 · (1 + 1021·2^-24) < step/2 · (1 + 2^-13).
+inline void check_row_codes(const std::string& what, const float* x, std::size_t rows, std::size_t cols,
+                            const RowCodes<float>& z, const float* xhat, ad::Checks& k) {
+  std::uint64_t bad_range = 0, bad_max = 0, far = 0;
+  for (std::size_t n = 0; n < rows; ++n) {
+    int top = 0;
+    for (std::size_t j = 0; j < cols; ++j) {
+      const int q = z.q[n * cols + j];
+      bad_range += q < -127 || q > 127;
+      top = std::abs(q) > top ? std::abs(q) : top;
+      const double e = std::fabs(static_cast<double>(x[n * cols + j]) - static_cast<double>(xhat[n * cols + j]));
+      far += e > 0.5 * static_cast<double>(z.step[n]) * (1.0 + 0x1p-13);
+    }
+    bad_max += top != 127;
+  }
+  const std::string a = what == "activation" ? "" : what + " ";
+  k.expect(what + " codes in [-127,127] (float)", z.q.size(), bad_range, "code out of range");
+  k.expect(a + "row absmax maps to ±127 (float)", rows, bad_max, "absmax code != 127");
+  k.expect(what == "activation" ? std::string("|x - x̂| <= step/2 (float)") : "|" + what + " - dequantized| <= step/2 (float)",
+           rows * cols, far, "dequantized too far");
 }
 
 struct QuantLinearConfig {
@@ -224,30 +250,7 @@ struct QuantLinear {
   static void algebra(const Config& c, ad::Rng& rng, ad::Checks& k) {
     const auto in = cast_fields<Inputs, float>(sample(c, rng));
     const Quantized<float> z = quantize(c, in);
-    // Codes: |q| <= 127 and each row's absmax maps to exactly ±127.
-    std::uint64_t bad_range = 0, bad_max = 0;
-    for (std::size_t n = 0; n < c.rows; ++n) {
-      int top = 0;
-      for (std::size_t kk = 0; kk < c.in; ++kk) {
-        const int q = z.x.q[n * c.in + kk];
-        bad_range += q < -127 || q > 127;
-        top = std::abs(q) > top ? std::abs(q) : top;
-      }
-      bad_max += top != 127;
-    }
-    k.expect("activation codes in [-127,127] (float)", z.x.q.size(), bad_range, "code out of range");
-    k.expect("row absmax maps to ±127 (float)", c.rows, bad_max, "absmax code != 127");
-    // Round to nearest: every dequantized activation is within half a step,
-    // up to the four roundings (inv, x·inv, step, q·step) of 2^-24 on values of
-    // at most 127.5 steps: |x - x̂| <= step/2 · (1 + 1021·2^-24) < step/2 · (1 + 2^-13).
-    std::uint64_t far = 0;
-    for (std::size_t n = 0; n < c.rows; ++n)
-      for (std::size_t kk = 0; kk < c.in; ++kk) {
-        const double e = std::fabs(static_cast<double>(in.x[n * c.in + kk]) -
-                                   static_cast<double>(z.xhat[n * c.in + kk]));
-        far += e > 0.5 * static_cast<double>(z.x.step[n]) * (1.0 + 0x1p-13);
-      }
-    k.expect("|x - x̂| <= step/2 (float)", in.x.numel(), far, "dequantized too far");
+    check_row_codes("activation", in.x.ptr(), c.rows, c.in, z.x, z.xhat.ptr(), k);
     Derived::weight_checks(c, in, z, k);
     // The epilogue: y equals the exact integer product times the scales,
     // within its two roundings (per element, relative).
@@ -328,30 +331,6 @@ struct BitLinear : QuantLinear<BitLinear> {
     std::uint64_t bad = 0;
     for (std::int8_t q : z.qw) bad += q < -1 || q > 1;
     k.expect("weights ternary {-1,0,1} (float)", z.qw.size(), bad, "non-ternary weight code");
-  }
-};
-
-struct Int8Linear : QuantLinear<Int8Linear> {
-  static constexpr std::string_view name = "int8_linear";
-  static constexpr double kActFloor = 1e-8;
-
-  template <class T>
-  static void weight_codes(const Config& c, const Tensor<T>& w, std::vector<std::int8_t>& q,
-                           std::vector<T>& step) {
-    RowCodes<T> r = quantize_rows(w.ptr(), c.out, c.in, static_cast<T>(kActFloor));
-    q = std::move(r.q);
-    step = std::move(r.step);
-  }
-  static void weight_checks(const Config& c, const Inputs<float>&, const Quantized<float>& z,
-                            ad::Checks& k) {
-    std::uint64_t bad = 0;
-    for (std::size_t m = 0; m < c.out; ++m) {
-      int top = 0;
-      for (std::size_t kk = 0; kk < c.in; ++kk)
-        top = std::max(top, std::abs(static_cast<int>(z.qw[m * c.in + kk])));
-      bad += top != 127;
-    }
-    k.expect("weight row absmax maps to ±127 (float)", c.out, bad, "absmax code != 127");
   }
 };
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "lockstep/backend/cpu/gemm.hpp"
+#include "lockstep/backend/cpu/int8_gemm.hpp"
 #include "lockstep/backend/cpu/vmath.hpp"
 #include "lockstep/num/elementary.hpp"
 #include "lockstep/num/fp.hpp"
@@ -218,6 +219,133 @@ void OpKernels::run(const ops::QuantLinearConfig& c, const ops::BitLinear::BwdAr
   }
   gemm_dyw(c.rows, c.out, c.in, dy, aux.b.data(), dx, threads);
   gemm_dytx(c.rows, c.out, c.in, dy, aux.a.data(), dw, threads);
+}
+
+// --- the int8 unit linear (ops/units.hpp) ---------------------------------------
+
+namespace {
+
+// quantize_rows: row n of x [rows, cols] to int8 codes q[n*cols + j] and its
+// step (m / 127); rows on threads, each row's absmax by the canonical max
+// (any order gives its bits), the codes as the spec rounds them.
+void quantize_rows_i8(const float* x, std::size_t rows, std::size_t cols, float floor_value, std::int8_t* q,
+                      float* step, int threads) {
+  util::parallel_for(rows, threads, grain_for(3 * cols), [&](std::size_t lo, std::size_t hi) {
+    float* a = scratch(cols);
+    for (std::size_t n = lo; n < hi; ++n) {
+      const float* xr = x + n * cols;
+      for (std::size_t j = 0; j < cols; ++j) a[j] = std::fabs(xr[j]);
+      const float m = ops::max2(red::max(a, cols), floor_value);
+      const float inv = 127.0f / m;
+      for (std::size_t j = 0; j < cols; ++j)
+        q[n * cols + j] =
+            static_cast<std::int8_t>(ops::min2(ops::max2(std::floor(xr[j] * inv + 0.5f), -127.0f), 127.0f));
+      step[n] = m / 127.0f;
+    }
+  });
+}
+
+// quantize_cols: column j of x [rows, cols] over the rows to codes stored
+// transposed, q[j*rows + n], and its step; runs of columns on threads, each
+// reading x row by row (its columns' running absmax, then their codes).
+void quantize_cols_i8(const float* x, std::size_t rows, std::size_t cols, float floor_value, std::int8_t* q,
+                      float* step, int threads) {
+  util::parallel_for(cols, threads, std::max<std::size_t>(16, grain_for(3 * rows)), [&](std::size_t lo, std::size_t hi) {
+    float* inv = scratch(hi - lo);
+    for (std::size_t j = lo; j < hi; ++j) step[j] = 0.0f;
+    for (std::size_t n = 0; n < rows; ++n)
+      for (std::size_t j = lo; j < hi; ++j) step[j] = ops::max2(step[j], std::fabs(x[n * cols + j]));
+    for (std::size_t j = lo; j < hi; ++j) {
+      const float m = ops::max2(step[j], floor_value);
+      inv[j - lo] = 127.0f / m;
+      step[j] = m / 127.0f;
+    }
+    for (std::size_t n = 0; n < rows; ++n)
+      for (std::size_t j = lo; j < hi; ++j)
+        q[j * rows + n] = static_cast<std::int8_t>(
+            ops::min2(ops::max2(std::floor(x[n * cols + j] * inv[j - lo] + 0.5f), -127.0f), 127.0f));
+  });
+}
+
+// out[i*J + j] = ((f32(acc[i*J + j]) * sa[i]) * sb[j]) (+ bias[j]); rows on threads.
+void unit_epilogue(const std::int32_t* acc, const float* sa, const float* sb, const float* bias, std::size_t I,
+                   std::size_t J, float* out, int threads) {
+  util::parallel_for(I, threads, grain_for(J), [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t i = lo; i < hi; ++i)
+      for (std::size_t j = 0; j < J; ++j) {
+        const float v = (static_cast<float>(acc[i * J + j]) * sa[i]) * sb[j];
+        out[i * J + j] = bias != nullptr ? v + bias[j] : v;
+      }
+  });
+}
+
+// x̂ = q · step of codes by rows (the float STE backward's operands).
+void dequantize_rows(const std::int8_t* q, const float* step, std::size_t rows, std::size_t cols, float* out,
+                     int threads) {
+  util::parallel_for(rows, threads, grain_for(cols), [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t n = lo; n < hi; ++n)
+      for (std::size_t j = 0; j < cols; ++j) out[n * cols + j] = static_cast<float>(q[n * cols + j]) * step[n];
+  });
+}
+
+}  // namespace
+
+// Forward: x by rows, W by output rows, the exact int32 product (cpu::int8_gemm_nt),
+// the epilogue ((f32(acc) * step_n) * wstep_m) + b_m.
+void OpKernels::run(const ops::Int8LinearConfig& c, const ops::Int8Linear::FwdArgs<float>& args) {
+  const auto& [x, w, b, y] = args;
+  ops::Int8Linear::validate(c);
+  const std::size_t N = c.rows, K = c.in, M = c.out;
+  const auto floor_v = static_cast<float>(ops::Int8Linear::kFloor);
+  units_.qa.resize(N * K);
+  units_.qb.resize(M * K);
+  units_.sa.resize(N);
+  units_.sb.resize(M);
+  units_.acc.resize(N * M);
+  quantize_rows_i8(x, N, K, floor_v, units_.qa.data(), units_.sa.data(), threads);
+  quantize_rows_i8(w, M, K, floor_v, units_.qb.data(), units_.sb.data(), threads);
+  int8_gemm_nt(units_.qa.data(), units_.qb.data(), units_.acc.data(), N, M, K, threads);
+  unit_epilogue(units_.acc.data(), units_.sa.data(), units_.sb.data(), c.bias ? b : nullptr, N, M, y, threads);
+}
+
+// Backward. Float STE: dx = dy·Ŵ, dW = dyᵀ·x̂ with x̂, Ŵ quantized again (the
+// forward's codes) and dequantized, on the canonical float GEMM. Unit: dx from
+// dy by rows and W by columns, dW from dy by columns and x by columns, each an
+// exact int32 product and its epilogue. db: column sums of dy.
+void OpKernels::run(const ops::Int8LinearConfig& c, const ops::Int8Linear::BwdArgs<float>& args) {
+  const auto& [x, w, dy, dx, dw, db] = args;
+  ops::Int8Linear::validate(c);
+  const std::size_t N = c.rows, K = c.in, M = c.out;
+  const auto floor_v = static_cast<float>(ops::Int8Linear::kFloor);
+  const auto floor_g = static_cast<float>(ops::Int8Linear::kGradFloor);
+  if (!c.unit_backward) {
+    units_.qa.resize(std::max(N, M) * K);
+    units_.sa.resize(std::max(N, M));
+    units_.deq.resize(std::max(N, M) * K);
+    quantize_rows_i8(w, M, K, floor_v, units_.qa.data(), units_.sa.data(), threads);
+    dequantize_rows(units_.qa.data(), units_.sa.data(), M, K, units_.deq.data(), threads);
+    gemm_dyw(N, M, K, dy, units_.deq.data(), dx, threads);
+    quantize_rows_i8(x, N, K, floor_v, units_.qa.data(), units_.sa.data(), threads);
+    dequantize_rows(units_.qa.data(), units_.sa.data(), N, K, units_.deq.data(), threads);
+    gemm_dytx(N, M, K, dy, units_.deq.data(), dw, threads);
+  } else {
+    units_.qa.resize(N * M);
+    units_.qb.resize(std::max(N, M) * K);
+    units_.sa.resize(std::max(N, M));
+    units_.sb.resize(K);
+    units_.acc.resize(std::max(N, M) * K);
+    // dx[n,k] = (f32(Σ_m qa[n,m] qg[m,k]) * sa_n) * sg_k
+    quantize_rows_i8(dy, N, M, floor_g, units_.qa.data(), units_.sa.data(), threads);
+    quantize_cols_i8(w, M, K, floor_v, units_.qb.data(), units_.sb.data(), threads);  // [K, M]
+    int8_gemm_nt(units_.qa.data(), units_.qb.data(), units_.acc.data(), N, K, M, threads);
+    unit_epilogue(units_.acc.data(), units_.sa.data(), units_.sb.data(), nullptr, N, K, dx, threads);
+    // dW[m,k] = (f32(Σ_n qc[n,m] qd[n,k]) * sc_m) * sd_k
+    quantize_cols_i8(dy, N, M, floor_g, units_.qa.data(), units_.sa.data(), threads);  // [M, N]
+    quantize_cols_i8(x, N, K, floor_v, units_.qb.data(), units_.sb.data(), threads);   // [K, N]
+    int8_gemm_nt(units_.qa.data(), units_.qb.data(), units_.acc.data(), M, K, N, threads);
+    unit_epilogue(units_.acc.data(), units_.sa.data(), units_.sb.data(), nullptr, M, K, dw, threads);
+  }
+  if (c.bias) column_sums(dy, N, M, db, threads);
 }
 
 // --- norms ----------------------------------------------------------------------

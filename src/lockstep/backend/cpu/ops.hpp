@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "lockstep/ad/kernel_set.hpp"
@@ -59,6 +60,11 @@ class OpKernels : public ad::KeyedKernels<OpKernels, float> {
   std::vector<float> absw_;  // BitLinear: |w| for the weight scale
   std::vector<float> codes_x_, codes_w_;  // BitLinear: integer codes as floats
   std::vector<float> step_;               // BitLinear: the activation rows' code steps
+  struct UnitScratch {                    // Int8Linear: two operands' codes and steps, the int32
+    std::vector<std::int8_t> qa, qb;      // product, the float backward's dequantized operand
+    std::vector<float> sa, sb, deq;
+    std::vector<std::int32_t> acc;
+  } units_;
   ops::Rope::Config rope_key_{};
   bool rope_valid_ = false;
   ops::Rope::Table<float> rope_tab_;

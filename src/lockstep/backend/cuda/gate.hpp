@@ -41,13 +41,21 @@ struct Case {
   // Runs the case with inputs drawn from `seed`; returns "" or the first
   // difference (first_difference's message, prefixed by the tensor).
   std::function<std::string(std::uint64_t seed)> run;
+  // One of several interchangeable implementations of a kernel (the int8
+  // GEMM's IMMA tiles and cuBLASLt): a failure refuses that implementation
+  // (its case records the outcome where the implementations are chosen,
+  // int8_gemm.hpp), not the run. Outcomes report it all the same.
+  bool optional = false;
 };
 
 // The kernels a training step launches beside the ops' (gate_train.cpp): the
 // optimizer's four, the mean loss, the fill, the audits' gather.
 std::vector<Case> train_cases();
-// Every case in one list: every op of ops::ModelOps and add_into
-// (gate_driver.cpp), then train_cases().
+// The int8 GEMM's implementations (gate_int8.cpp, Case::op "int8_gemm"): each
+// against ops::int8_matmul_nt on ragged shapes, extreme codes and K = 131071.
+std::vector<Case> int8_cases();
+// Every case in one list: int8_cases(), every op of ops::ModelOps and
+// add_into (gate_driver.cpp), then train_cases().
 std::vector<Case> all_cases();
 // The cases of the named ops (Case::op: "linear", "attention", "add_into", ...).
 std::vector<Case> cases_of(std::initializer_list<std::string_view> ops);
@@ -57,6 +65,7 @@ struct Outcome {
   bool poisoned = false;  // the dirty-buffer pass
   std::string difference;  // "" = pass
   double seconds = 0;
+  bool optional = false;  // the case's Case::optional
 };
 struct Options {
   std::uint64_t seed = 1;
@@ -70,7 +79,8 @@ struct Options {
 std::vector<Outcome> run_gates(const std::vector<Case>& cases, const Options& opt);
 
 // Runs every gate and throws std::runtime_error naming the first failing
-// kernel, shape and cell ("CUDA kernel refused: linear_fwd on rows 37 in 65 ...").
+// kernel, shape and cell ("CUDA kernel refused: linear_fwd on rows 37 in 65 ...");
+// an optional case's failure refuses only its implementation.
 // What a training run calls once at start-up.
 void require_all(const Options& opt = {});
 

@@ -40,6 +40,7 @@
 #include "lockstep/backend/cuda/device.hpp"
 #include "lockstep/backend/cuda/gate.hpp"
 #include "lockstep/backend/cuda/gemm_launch.hpp"
+#include "lockstep/backend/cuda/int8_gemm.hpp"
 #include "lockstep/backend/cuda/ops.hpp"
 #include "lockstep/num/fp.hpp"
 #include "lockstep/ops/all.hpp"
@@ -164,19 +165,22 @@ struct Variant {
   bool aux_kept = true;
   int tile = 0;        // launch::gemm_tile_override (0: the rule)
   int ds_chunk = -1;   // OpKernels::attention_ds_chunk (-1: the budget's choice)
+  int int8_impl = -1;  // int8_gemm_force (-1: the race's choice)
 };
 
 // Forces the variant's backend choice on the device kernel set for one scope
 // (a case that forces no tile leaves the override as it found it).
 struct Forced {
-  Forced(const Variant& v, OpKernels& k) : tile(v.tile) {
+  Forced(const Variant& v, OpKernels& k) : tile(v.tile), int8_impl(v.int8_impl) {
     k.attention_ds_chunk = v.ds_chunk;
     if (tile != 0) launch::gemm_tile_override(tile);
+    if (int8_impl >= 0) int8_gemm_force(int8_impl);
   }
   ~Forced() {
     if (tile != 0) launch::gemm_tile_override(0);
+    if (int8_impl >= 0) int8_gemm_force(-1);
   }
-  int tile;
+  int tile, int8_impl;
   Forced(const Forced&) = delete;
   Forced& operator=(const Forced&) = delete;
 };
@@ -185,6 +189,11 @@ struct Forced {
 // knowledge, not the op's): the GEMM's block tiles, attention's backward paths.
 template <class Op>
 inline constexpr bool runs_gemm_v = std::is_same_v<Op, ops::Linear> || std::is_same_v<Op, ops::BitLinear>;
+// The int8 GEMM's implementations (int8_gemm.hpp), forced one by one where the
+// op's products are int8 (the forward, the unit backward; the float STE
+// backward runs the float GEMM's kernels, gated by the linear's swept cases).
+template <class Op>
+inline constexpr bool runs_int8_gemm_v = std::is_same_v<Op, ops::Int8Linear>;
 
 template <class Op>
 std::vector<Variant> backend_variants(const typename Op::Config& c, bool backward) {
@@ -195,6 +204,16 @@ std::vector<Variant> backend_variants(const typename Op::Config& c, bool backwar
       x.label = fmt::format(" tile {}", t);
       x.tile = t;
       v.push_back(x);
+    }
+  }
+  if constexpr (runs_int8_gemm_v<Op>) {
+    if (!backward || c.unit_backward) {
+      for (int i = 0; i < kInt8Impls; ++i) {
+        Variant x;
+        x.label = fmt::format(" int8 {}", int8_impl_name(static_cast<Int8Impl>(i)));
+        x.int8_impl = i;
+        v.push_back(x);
+      }
     }
   }
   if constexpr (std::is_same_v<Op, ops::Attention>) {
@@ -387,6 +406,9 @@ void add_into_cases(std::vector<Case>& out) {
 
 std::vector<Case> all_cases() {
   std::vector<Case> cases;
+  // The int8 GEMM's first: the int8 unit linear's cases call the GEMM's
+  // dispatch, which reads their outcomes (int8_gemm.hpp).
+  for (Case& c : int8_cases()) cases.push_back(std::move(c));
   add_op_cases(cases, ops::ModelOps{});
   add_into_cases(cases);
   for (Case& c : train_cases()) cases.push_back(std::move(c));

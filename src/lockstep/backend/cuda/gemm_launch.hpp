@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace lockstep::cuda::launch {
 
@@ -108,5 +109,25 @@ void ternary_quantize(const float* w, std::size_t n, float n_f, float floor_w, f
 // codes = q; dequant = q*st; step[n] = st.
 void row_quantize(const float* x, std::size_t N, std::size_t K, float floor_x, float* codes, float* dequant,
                   float* step);
+
+// --- the int8 units' quantizers and epilogue (quant.cu; ops/units.hpp, cpu ops.cpp) ---
+
+// Per-row int8 codes of x [N, K] as row_quantize computes them (max |x| by
+// num::reduce::max's rules), into std::int8_t codes[N*K] and step[N]; with
+// dequant (may be null), q * step too (cpu quantize_rows_i8, dequantize_rows).
+void row_quantize_i8(const float* x, std::size_t N, std::size_t K, float floor_x, std::int8_t* codes, float* step,
+                     float* dequant);
+// Scratch floats col_quantize_i8 needs for x [rows, cols].
+std::size_t col_quantize_scratch(std::size_t rows, std::size_t cols);
+// Per-column int8 codes of x [rows, cols] (cpu quantize_cols_i8): column j's
+// max |x| is the fold acc = max2(acc, |x[n, j]|) from +0 in row order;
+// m = max2(acc, floor_x), inv = 127 / m, step[j] = m / 127, and the codes
+// stored transposed, codes[j*rows + n] (each contraction vector contiguous).
+void col_quantize_i8(const float* x, std::size_t rows, std::size_t cols, float floor_x, std::int8_t* codes,
+                     float* step, float* scratch);
+// out[i*J + j] = ((f32(acc[i*J + j]) * sa[i]) * sb[j]) (+ bias[j] when bias is
+// not null): the units' epilogue (ops::unit_epilogue), one rounding a step.
+void unit_epilogue(const std::int32_t* acc, const float* sa, const float* sb, const float* bias, std::size_t I,
+                   std::size_t J, float* out);
 
 }  // namespace lockstep::cuda::launch

@@ -21,6 +21,9 @@ std::string_view mutant_name(Mutant m) {
     case Mutant::adamw_decay_every_tensor: return "adamw: weight decay on every tensor (the decay flag ignored)";
     case Mutant::clip_without_epsilon: return "clip: max_norm / norm without the + 1e-6";
     case Mutant::clip_scales_up: return "clip: applied whenever it is not 1 (small gradients scaled up)";
+    case Mutant::int8_dp4a_int16_accumulator: return "int8 gemm dp4a: int16 accumulator (wraps)";
+    case Mutant::int8_imma_k_tail_dropped: return "int8 gemm imma: ragged-K tail tile dropped";
+    case Mutant::int8_imma_last_column_skipped: return "int8 gemm imma: odd M's last column not stored";
   }
   return "?";
 }

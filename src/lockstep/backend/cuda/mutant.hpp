@@ -21,6 +21,9 @@ enum class Mutant {
   adamw_decay_every_tensor,    // AdamW decays norms and biases too (decay flag ignored) (optim.cu)
   clip_without_epsilon,        // clip = max_norm / norm, the + 1e-6 dropped     (optim.cu)
   clip_scales_up,              // the clip applied whenever it is not 1 (scales small gradients up) (optim.cu)
+  int8_dp4a_int16_accumulator,  // the DP4A int8 GEMM sums in int16 (wraps)      (int8_gemm_kernels.cuh)
+  int8_imma_k_tail_dropped,     // the IMMA int8 GEMM's k tiles rounded down: a ragged K loses its tail
+  int8_imma_last_column_skipped,  // the IMMA int8 GEMM does not store an odd M's last column
 };
 
 void set_mutant(Mutant m);

@@ -84,6 +84,14 @@ class OpKernels : public ad::KeyedKernels<OpKernels, float> {
   DeviceBuffer<Index> staged_step_;
   PinnedBuffer<Index> pinned_;
   DeviceBuffer<float> scratch_;  // loss_mean's result and any kernel family's temporaries
+  // The int8 unit linear's temporaries (ops_units.cpp): codes, steps, the
+  // int32 product, dequantized operands, the column quantizer's partials.
+  struct UnitScratch {
+    DeviceBuffer<std::int8_t> qa, qb;
+    DeviceBuffer<float> sa, sb, deq, col;
+    DeviceBuffer<std::int32_t> acc;
+  };
+  UnitScratch units_;
   // Kernel families may keep device state here (e.g. RoPE's cos/sin table).
   DeviceBuffer<float> rope_table_;
   ops::Rope::Config rope_key_{};

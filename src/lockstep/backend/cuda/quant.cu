@@ -9,6 +9,8 @@
 //   * every other step is one correctly rounded operation, written with the
 //     explicit intrinsics so no contraction can creep in.
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 
 #include "lockstep/backend/cuda/device.hpp"
 #include "lockstep/backend/cuda/gemm_launch.hpp"
@@ -61,9 +63,11 @@ __global__ void ternary_codes(const float* __restrict__ w, std::size_t n, const 
   }
 }
 
-// One warp per row.
+// One warp per row. Code: float (BitLinear) or std::int8_t (the int8 units);
+// DEQUANT: also write q * step.
+template <class Code, bool DEQUANT>
 __global__ void __launch_bounds__(256) row_codes(const float* __restrict__ x, std::size_t N, std::size_t K,
-                                                 float floor_x, float* __restrict__ codes,
+                                                 float floor_x, Code* __restrict__ codes,
                                                  float* __restrict__ dequant, float* __restrict__ step) {
   const std::size_t n = static_cast<std::size_t>(blockIdx.x) * 8 + (threadIdx.x >> 5);
   const unsigned lane = threadIdx.x & 31;
@@ -90,17 +94,99 @@ __global__ void __launch_bounds__(256) row_codes(const float* __restrict__ x, st
   const float m = max2(mx, floor_x);
   const float inv = __fdiv_rn(127.0f, m);
   const float st = __fdiv_rn(m, 127.0f);
-  float* cr = codes + n * K;
-  float* dr = dequant + n * K;
+  Code* cr = codes + n * K;
+  float* dr = DEQUANT ? dequant + n * K : nullptr;
   for (std::size_t k = lane; k < K; k += 32) {
     const float q = min2(max2(floorf(__fadd_rn(__fmul_rn(xr[k], inv), 0.5f)), -127.0f), 127.0f);
-    cr[k] = q;
-    dr[k] = __fmul_rn(q, st);
+    cr[k] = static_cast<Code>(q);
+    if constexpr (DEQUANT) dr[k] = __fmul_rn(q, st);
   }
   if (lane == 0) step[n] = st;
 }
 
 std::size_t chunks_of(std::size_t n) { return n <= kChunk ? 1 : (n + kChunk - 1) / kChunk; }
+
+// --- the int8 units' column quantizer (cpu ops.cpp quantize_cols_i8) -------------
+// The CPU folds each column's |x| in row order, acc = max2(acc, |x|) from +0.
+// That fold, split into chunks of rows and joined in order, gives the same
+// bits: a chunk holding a NaN ends on a value its start cannot change (after
+// the NaN the fold restarts from the next |x|: max2(NaN, v) = v), and without
+// one the fold from any start a is max2-joined with the chunk's own maximum
+// (every |x| >= +0, so ties have equal bits) unless a is NaN, which the chunk's
+// first value replaces.
+constexpr std::size_t kColChunk = 64;
+
+__global__ void __launch_bounds__(256) col_partials(const float* __restrict__ x, std::size_t rows, std::size_t cols,
+                                                    float* __restrict__ partial, std::uint32_t* __restrict__ has_nan) {
+  const std::size_t j = static_cast<std::size_t>(blockIdx.x) * 256 + threadIdx.x;
+  if (j >= cols) return;
+  const std::size_t c = blockIdx.y, n0 = c * kColChunk;
+  const std::size_t n1 = n0 + kColChunk < rows ? n0 + kColChunk : rows;
+  float acc = 0.0f;
+  std::uint32_t nan = 0;
+  for (std::size_t n = n0; n < n1; ++n) {
+    const float v = fabsf(x[n * cols + j]);
+    acc = max2(acc, v);
+    nan |= v != v ? 1u : 0u;
+  }
+  partial[c * cols + j] = acc;
+  has_nan[c * cols + j] = nan;
+}
+
+// m = max2(fold, floor_x), inv[j] = 127 / m, step[j] = m / 127.
+__global__ void __launch_bounds__(256) col_steps(const float* __restrict__ partial,
+                                                 const std::uint32_t* __restrict__ has_nan, std::size_t chunks,
+                                                 std::size_t cols, float floor_x, float* __restrict__ step,
+                                                 float* inv) {
+  const std::size_t j = static_cast<std::size_t>(blockIdx.x) * 256 + threadIdx.x;
+  if (j >= cols) return;
+  float acc = 0.0f;
+  for (std::size_t c = 0; c < chunks; ++c) {
+    const float f = partial[c * cols + j];
+    acc = has_nan[c * cols + j] != 0 || acc != acc ? f : max2(acc, f);
+  }
+  const float m = max2(acc, floor_x);
+  inv[j] = __fdiv_rn(127.0f, m);  // over partial[j] (chunk 0), read above by this thread only
+  step[j] = __fdiv_rn(m, 127.0f);
+}
+
+// codes[j * rows + n] = the code of x[n, j]: 32×32 tiles transposed through shared memory.
+__global__ void __launch_bounds__(256) col_codes(const float* __restrict__ x, std::size_t rows, std::size_t cols,
+                                                 const float* __restrict__ inv, std::int8_t* __restrict__ codes) {
+  __shared__ std::int8_t tile[32][33];
+  const unsigned tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
+  const std::size_t j0 = static_cast<std::size_t>(blockIdx.x) * 32, n0 = static_cast<std::size_t>(blockIdx.y) * 32;
+#pragma unroll
+  for (unsigned i = 0; i < 4; ++i) {
+    const std::size_t n = n0 + ty + 8 * i, j = j0 + tx;
+    if (n < rows && j < cols) {
+      const float q = min2(max2(floorf(__fadd_rn(__fmul_rn(x[n * cols + j], inv[j]), 0.5f)), -127.0f), 127.0f);
+      tile[tx][ty + 8 * i] = static_cast<std::int8_t>(q);
+    }
+  }
+  __syncthreads();
+#pragma unroll
+  for (unsigned i = 0; i < 4; ++i) {
+    const std::size_t j = j0 + ty + 8 * i, n = n0 + tx;
+    if (j < cols && n < rows) codes[j * rows + n] = tile[ty + 8 * i][tx];
+  }
+}
+
+// out[i*J + j] = ((f32(acc) * sa[i]) * sb[j]) (+ bias[j]), each one rounding.
+__global__ void __launch_bounds__(256) unit_epilogue_kernel(const std::int32_t* __restrict__ acc,
+                                                            const float* __restrict__ sa,
+                                                            const float* __restrict__ sb,
+                                                            const float* __restrict__ bias, std::size_t I,
+                                                            std::size_t J, float* __restrict__ out) {
+  const std::size_t n = I * J;
+  for (std::size_t t = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < n;
+       t += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    const std::size_t i = t / J, j = t - i * J;
+    float v = __fmul_rn(__fmul_rn(__int2float_rn(acc[t]), sa[i]), sb[j]);
+    if (bias != nullptr) v = __fadd_rn(v, bias[j]);
+    out[t] = v;
+  }
+}
 
 }  // namespace
 
@@ -141,8 +227,63 @@ void row_quantize(const float* x, std::size_t N, std::size_t K, float floor_x, f
                   float* step) {
   if (N == 0) return;
   trace::launched("row_quantize");
-  row_codes<<<static_cast<unsigned>((N + 7) / 8), 256>>>(x, N, K, floor_x, codes, dequant, step);
+  row_codes<float, true><<<static_cast<unsigned>((N + 7) / 8), 256>>>(x, N, K, floor_x, codes, dequant, step);
   check_launch("row_quantize");
+}
+
+void row_quantize_i8(const float* x, std::size_t N, std::size_t K, float floor_x, std::int8_t* codes, float* step,
+                     float* dequant) {
+  if (N == 0) return;
+  const unsigned blocks = static_cast<unsigned>((N + 7) / 8);
+  if (dequant != nullptr) {
+    trace::launched("row_quantize_i8 (codes, dequantized)");
+    row_codes<std::int8_t, true><<<blocks, 256>>>(x, N, K, floor_x, codes, dequant, step);
+  } else {
+    trace::launched("row_quantize_i8 (codes)");
+    row_codes<std::int8_t, false><<<blocks, 256>>>(x, N, K, floor_x, codes, nullptr, step);
+  }
+  check_launch("row_quantize_i8");
+}
+
+std::size_t col_quantize_scratch(std::size_t rows, std::size_t cols) {
+  const std::size_t chunks = (rows + kColChunk - 1) / kColChunk;
+  return 2 * (chunks > 0 ? chunks : 1) * cols;  // partials and NaN flags (inv over the first partials)
+}
+
+void col_quantize_i8(const float* x, std::size_t rows, std::size_t cols, float floor_x, std::int8_t* codes,
+                     float* step, float* scratch) {
+  if (cols == 0) return;
+  const std::size_t chunks = (rows + kColChunk - 1) / kColChunk;
+  if (chunks > 65535 || (rows + 31) / 32 > 65535)
+    throw std::invalid_argument("col_quantize_i8: " + std::to_string(rows) + " rows: beyond the launch grid");
+  float* partial = scratch;
+  std::uint32_t* has_nan = reinterpret_cast<std::uint32_t*>(scratch + chunks * cols);
+  float* inv = partial;  // col_steps reads every partial before it writes inv over the first row of them
+  const unsigned col_blocks = static_cast<unsigned>((cols + 255) / 256);
+  if (chunks > 0) {
+    trace::launched("col_quantize_i8 (chunk maxima)");
+    col_partials<<<dim3(col_blocks, static_cast<unsigned>(chunks)), 256>>>(x, rows, cols, partial, has_nan);
+    check_launch("col_quantize_i8: chunk maxima");
+  }
+  trace::launched("col_quantize_i8 (steps)");
+  col_steps<<<col_blocks, 256>>>(partial, has_nan, chunks, cols, floor_x, step, inv);
+  check_launch("col_quantize_i8: steps");
+  if (rows == 0) return;
+  trace::launched("col_quantize_i8 (codes, transposed)");
+  col_codes<<<dim3(static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>((rows + 31) / 32)), 256>>>(
+      x, rows, cols, inv, codes);
+  check_launch("col_quantize_i8: codes");
+}
+
+void unit_epilogue(const std::int32_t* acc, const float* sa, const float* sb, const float* bias, std::size_t I,
+                   std::size_t J, float* out) {
+  const std::size_t n = I * J;
+  if (n == 0) return;
+  const std::size_t blocks = (n + 255) / 256;
+  trace::launched(bias != nullptr ? "unit_epilogue (bias)" : "unit_epilogue");
+  unit_epilogue_kernel<<<static_cast<unsigned>(blocks < 65535 * 8 ? blocks : 65535 * 8), 256>>>(acc, sa, sb, bias, I,
+                                                                                              J, out);
+  check_launch("unit_epilogue");
 }
 
 }  // namespace lockstep::cuda::launch
