@@ -1,0 +1,212 @@
+"""The mutation catalogue scripts/mutation_report.py plants, one at a time.
+
+Each mutant is a source patch: in `file`, the exact text `find` (occurring
+`count` times, all replaced) becomes `repl`. `kind` is "forward-consistent"
+when every kernel set and the backward see the same wrong function (the bug
+lives in a place they share: the engine, a family's wiring, a constant or
+table the kernels take from the spec) — the bugs finite differences, the
+kernel bit tests and the gates cannot see by construction; "local" otherwise.
+`suite` names the instruments relevant to the code it lives in
+(mutation_report.py: SUITES); `family` narrows the golden run and `op` the
+kernel bit test where one applies.
+
+The CUDA kernel mutants are backend/cuda/mutant.hpp's (planted in-process on the
+device by tests/cuda/gate_mutants_test.cpp); the wrong backwards are
+ad/mutants.cpp's (run in-process by tests/ad/mutants_test.cpp): the report lists
+both families from those tests' own output instead of re-planting them.
+"""
+
+M = []
+
+
+def mutant(id, area, file, find, repl, kind="local", suite="model", desc="", count=1, family=None, op=None, ci=False,
+           tests=()):
+    M.append(dict(id=id, area=area, file=file, find=find, repl=repl, kind=kind, suite=suite, desc=desc,
+                  count=count, family=family, op=op, ci=ci, tests=list(tests)))
+
+
+FC = "forward-consistent"
+T = "src/lockstep/model/transformer.hpp"
+
+# --- the engine and the families' wiring: every kernel set runs them -----------
+mutant("rope-theta-ignored", "model", T, "            cfg_.rope_theta,\n", "            10000.0,\n", FC,
+       desc="RoPE base ignored: θ = 10000 whatever the config says")
+mutant("rope-layout-ignored", "model", T,
+       "cfg_.rope_layout == RopeLayout::RotateHalf ? ops::RopeLayout::rotate_half : ops::RopeLayout::interleaved",
+       "ops::RopeLayout::rotate_half", FC, desc="RoPE layout ignored: always rotate-half")
+mutant("norm-eps-ignored", "model", T, "return {rows, dim, cfg_.norm_eps}; }", "return {rows, dim, 1e-5}; }", FC,
+       desc="norm eps ignored: 1e-5 whatever the config says")
+mutant("attention-scale-1/d", "model", T, "return {B_, S_, Hq_, Hkv_, Dh_, 0.0, 64}; }",
+       "return {B_, S_, Hq_, Hkv_, Dh_, 1.0 / static_cast<double>(Dh_), 64}; }", FC,
+       desc="attention scores scaled by 1/d instead of 1/sqrt(d)")
+mutant("loss-mean-over-all-rows", "model", T, "static_cast<T>(n_valid)", "static_cast<T>(N_)", FC, count=2,
+       desc="the loss mean divides by every row, ignored targets included (value and cotangent)")
+mutant("swiglu-gate-up-swapped", "model", "src/lockstep/model/families/llama.hpp",
+       ".gate = a.gate.data(), .up = a.up.data()", ".gate = a.up.data(), .up = a.gate.data()", FC, count=2,
+       family="llama", desc="SwiGLU's gate and up swapped (forward and backward)")
+mutant("positions-offset-by-one", "model", T,
+       "return {B_, S_, D_, static_cast<std::size_t>(cfg_.max_seq), 0}; }",
+       "return {B_, S_, D_, static_cast<std::size_t>(cfg_.max_seq), 1}; }", FC, family="gpt2",
+       desc="GPT-2 learned positions read from position 1")
+mutant("rope-offset-by-one", "model", T, "ops::RopeLayout::interleaved,\n            0};",
+       "ops::RopeLayout::interleaved,\n            1};", FC, family="llama", desc="RoPE positions start at 1")
+
+# --- op specifications whose constants/tables the kernels share -----------------
+A = "src/lockstep/ops/activation.hpp"
+mutant("gelu-constant-mistyped", "ops", A,
+       "kCubic = 0.044715;\n  static constexpr double kCubic3 = 0.134145;",
+       "kCubic = 0.04475;\n  static constexpr double kCubic3 = 0.13425;", FC, family="gpt2", op="gelu",
+       desc="GELU's cubic constant mistyped (0.04475), its 3x with it")
+mutant("gelu-sqrt2pi-mistyped", "ops", A, "kSqrt2OverPi = 0.79788456080286535588;", "kSqrt2OverPi = 0.7978845;",
+       FC, family="gpt2", op="gelu", desc="GELU's sqrt(2/pi) truncated to 7 digits")
+R = "src/lockstep/ops/rope.hpp"
+mutant("rope-frequency-exponent", "ops", R, "static_cast<T>(2 * j) / static_cast<T>(c.head_dim)",
+       "static_cast<T>(2 * j + 2) / static_cast<T>(c.head_dim)", FC, family="llama", op="rope",
+       desc="RoPE frequencies θ^(-(2j+2)/d) (shared table)")
+mutant("rope-table-position-shift", "ops", R, "static_cast<T>(c.offset + t) * inv_freq[j]",
+       "static_cast<T>(c.offset + t + 1) * inv_freq[j]", FC, family="llama", op="rope",
+       desc="RoPE table one position ahead (shared table)")
+AT = "src/lockstep/ops/attention.hpp"
+mutant("attention-scale-spec", "ops", AT, ": T(1) / Math<T>::sqrt(static_cast<T>(c.head_dim));",
+       ": T(1) / static_cast<T>(c.head_dim);", FC, op="attention",
+       desc="attention scale_of (shared with the kernels) 1/d")
+mutant("gqa-head-map-modulo", "ops", AT, "const std::size_t g = h / (c.q_heads / c.kv_heads);",
+       "const std::size_t g = h % c.kv_heads;", count=3, family="llama", op="attention",
+       desc="grouped-query head map h % Hkv instead of h / group (spec)")
+mutant("causal-mask-off-by-one", "ops", AT, "const std::size_t j1 = std::min(j0 + c.key_block, i + 1);",
+       "const std::size_t j1 = std::min(j0 + c.key_block, std::min(i + 2, c.seq));", op="attention",
+       desc="causal mask lets row i see key i+1 (spec forward)")
+Q = "src/lockstep/ops/quant.hpp"
+mutant("act-quant-128", "ops", Q, "const T inv = T(127) / m;", "const T inv = T(128) / m;", family="bitnet",
+       op="bitlinear", desc="activation quantizer scales to 128 with steps of m/127")
+N = "src/lockstep/ops/norm.hpp"
+mutant("rmsnorm-eps-dropped-spec", "ops", N, "const T rstd = M::rsqrt(ms + static_cast<T>(c.eps));",
+       "const T rstd = M::rsqrt(ms);",
+       family="llama", op="rmsnorm", desc="RMSNorm spec ignores eps")
+SM = "src/lockstep/ops/softmax.hpp"
+mutant("ce-target-off-by-one", "ops", SM, "lse - z[target(c, t)];", "lse - z[target(c, t) == 0 ? 0 : target(c, t) - 1];",
+       op="cross_entropy", desc="cross-entropy reads the logit before the target")
+
+mutant("relu2-is-relu", "ops", A, "out.y[i] = (r * r) * in.up[i];", "out.y[i] = r * in.up[i];", family="bitnet",
+       op="relu2_mul", desc="ReLU² forward computes ReLU (backward unchanged)")
+mutant("layernorm-eps-dropped-spec", "ops", N, "const T rstd = M::rsqrt(var + static_cast<T>(c.eps));",
+       "const T rstd = M::rsqrt(var);", family="gpt2", op="layernorm", desc="LayerNorm spec ignores eps")
+
+# --- CPU kernels ------------------------------------------------------------------
+C = "src/lockstep/backend/cpu/ops.cpp"
+mutant("cpu-rmsnorm-eps-dropped", "cpu kernels", C, "const float rs = num::rsqrt(ms + eps);",
+       "const float rs = num::rsqrt(ms);", op="rmsnorm", family="llama", desc="fast RMSNorm kernel ignores eps")
+mutant("cpu-rmsnorm-weight-order", "cpu kernels", C, "yr[j] = (xr[j] * rs) * w[j];", "yr[j] = xr[j] * (rs * w[j]);",
+       op="rmsnorm", family="llama", desc="fast RMSNorm multiplies in another order (last-bit change)")
+G = "src/lockstep/backend/cpu/gemm.cpp"
+mutant("cpu-gemm-k-block-restart", "cpu kernels", G, "ct, k0 == 0);\n        else", "ct, true);\n        else",
+       op="linear", desc="GEMM restarts the chain at every k block (drops earlier blocks when K > depth)")
+V = "src/lockstep/backend/cpu/vmath.cpp"
+mutant("cpu-vexp-coefficient", "cpu kernels", V, "q = fma(q, rh, k(0x1.a01a02p-16f));",
+       "q = fma(q, rh, k(0x1.a01a04p-16f));", op="softmax", desc="vector exp polynomial coefficient off by 2 ulp")
+
+# --- canonical reductions -------------------------------------------------------
+RD = "src/lockstep/num/reduce.hpp"
+mutant("reduce-tree-order", "reductions", RD, "for (std::size_t j = 0; j < off; ++j) p[j] = p[j] + p[j + off];",
+       "for (std::size_t j = 0; j < off; ++j) p[j] = p[j + off] + p[j];", suite="reduce",
+       desc="lane tree adds (b + a): the same sum (commutative) — an equivalent mutant, must survive")
+mutant("reduce-tree-half-lanes", "reductions", RD, "for (std::size_t off = kLanes / 2; off >= 1; off /= 2)",
+       "for (std::size_t off = kLanes / 4; off >= 1; off /= 2)", suite="reduce",
+       desc="lane tree drops lanes 16..31")
+
+# --- optimizer and schedule -----------------------------------------------------
+O = "src/lockstep/ops/optim.hpp"
+TO = "src/lockstep/train/optim.cpp"
+mutant("adam-eps-inside-sqrt", "optimizer", O, "num::fma_rn(sqrtf(v), s.inv_sqrt_bc2, s.eps)",
+       "sqrtf(num::fma_rn(v, s.inv_sqrt_bc2 * s.inv_sqrt_bc2, s.eps))", suite="train",
+       desc="AdamW's eps inside the square root")
+mutant("adam-decay-everywhere", "optimizer", O, "float q = decay ? p * s.decay : p;", "float q = p * s.decay;",
+       suite="train", desc="weight decay applied to norms and biases too (decay flag ignored)")
+mutant("clip-threshold-off", "optimizer", O, "Fp::div(max_norm, Fp::add(norm, 1e-6f))",
+       "Fp::div(max_norm, Fp::add(norm, 1e-1f))", suite="train", desc="clip scale's epsilon 1e-1")
+mutant("schedule-warmup-off-by-one", "schedule", TO, "peak * static_cast<float>(step + 1) / static_cast<float>(s.warmup_steps)",
+       "peak * static_cast<float>(step) / static_cast<float>(s.warmup_steps)", suite="train", ci=True,
+       desc="warmup starts at lr 0 (step instead of step + 1)")
+mutant("schedule-no-min-lr", "schedule", TO, "const float lo = peak * static_cast<float>(s.min_lr_ratio);",
+       "const float lo = 0.0f;", suite="train", desc="cosine decays to 0, ignoring min_lr_ratio")
+mutant("adam-bias-correction-t-1", "optimizer", TO, "const double bc1 = 1.0 - power(opt.beta1, t);",
+       "const double bc1 = 1.0 - power(opt.beta1, t + 1);", suite="train", desc="bias correction one step ahead")
+
+# --- the trainer's wiring ---------------------------------------------------------
+TR = "src/lockstep/train/trainer.cpp"
+mutant("clip-before-accum-scale", "trainer wiring", "src/lockstep/train/step.cpp",
+       "const float grad_scale = ops::accum_grad_scale(static_cast<std::size_t>(accum_));",
+       "const float grad_scale = 1.0f;", suite="train",
+       desc="the 1/accum mean not applied before the norm and clip (sum of micro-batch gradients)")
+mutant("accum-overwrites", "trainer wiring", "src/lockstep/train/step.cpp", "batch_, seq_, a > 0,", "batch_, seq_, false,",
+       suite="train", desc="each micro-batch overwrites the gradient instead of adding")
+mutant("data-order-step-ignored", "trainer wiring", TR,
+       "data::sample_batch(train_, data_seed_, static_cast<std::uint64_t>(s), B * A, T)",
+       "data::sample_batch(train_, data_seed_, 0, B * A, T)", suite="train",
+       desc="every step draws the same windows (the step does not key the data order)")
+mutant("lr-schedule-step-plus-one", "trainer wiring", TR, "const float lr = learning_rate(adamw_, sched_, s);",
+       "const float lr = learning_rate(adamw_, sched_, s + 1);", suite="train", desc="schedule read one step ahead")
+
+# --- checkpoint / resume ----------------------------------------------------------
+RN = "src/lockstep/train/run.cpp"
+mutant("resume-forgets-tokens-seen", "checkpoint/resume", RN, "    tokens_seen = ck->meta.tokens_seen;\n", "\n",
+       suite="train", ci=True, desc="a resume that forgets the tokens-seen counter")
+mutant("resume-keeps-stale-metrics", "checkpoint/resume", RN,
+       '.at("step").get<std::int64_t>() <= keep_through_step)', '.at("step").get<std::int64_t>() >= 0)',
+       suite="train", desc="a resume keeps metrics lines after its checkpoint (written twice)")
+mutant("resume-forgets-elapsed", "checkpoint/resume", RN, "    elapsed_before = ck->meta.elapsed_seconds;\n", "\n",
+       suite="train", desc="a resume restarts the elapsed-time counter (wall clock: invisible to exact checks)")
+CK = "src/lockstep/train/checkpoint.cpp"
+mutant("resume-optimizer-step-reset", "checkpoint/resume", CK, "  opt.step = std::stoll(step_it->second);\n",
+       "  opt.step = 0;\n", suite="train", desc="the optimizer's update count not restored")
+mutant("conv1d-not-transposed", "checkpoint/resume", CK,
+       "(ends_with(p.name, \".attn.c_attn.weight\") || ends_with(p.name, \".attn.c_proj.weight\") ||",
+       "(ends_with(p.name, \".attn.c_attn.weightX\") || ends_with(p.name, \".attn.c_proj.weightX\") ||",
+       suite="model", family="gpt2",
+       desc="GPT-2 attention Conv1D weights saved and loaded untransposed (self-consistent round trip)")
+
+# --- data pipeline ----------------------------------------------------------------
+SH = "src/lockstep/data/shards.cpp"
+mutant("targets-not-shifted", "data", SH, "std::copy(w.begin() + 1, w.end(), b.targets.begin()",
+       "std::copy(w.begin(), w.end() - 1, b.targets.begin()", suite="data",
+       desc="targets are the inputs (not the next tokens)")
+mutant("window-start-off-by-one", "data", SH, "start = (u * starts) >> 32;", "start = ((u * starts) >> 32) + 1;",
+       suite="data", desc="sampled windows start one token late")
+
+# --- tokenizers -------------------------------------------------------------------
+BP = "src/lockstep/tok/bpe.cpp"
+mutant("bpe-merge-priority-reversed", "tokenizers", BP, "m->priority < best->priority", "m->priority > best->priority",
+       suite="tok", desc="BPE applies the lowest-priority merge first")
+
+# --- the self-corpus: this project's own bugs, re-planted -------------------------
+# Each entry reverses the fix of a bug the git history names, and lists the
+# regression test that now guards it ("regression"), besides its area's instruments.
+mutant("history-token-ids-unchecked", "history (ed48827)", T, "      ops::Embedding::row_of(ec, ids[n]);\n",
+       "      (void)ec;\n", suite="model",
+       tests=[("regression", "test_model_cpu", "tests/model/test_model_cpu", "CpuModel.BadTokens*")],
+       desc="token ids not checked on the host before a pass (the GPU read outside the table)")
+mutant("history-rdb-size-claim", "history (rdata)", "src/lockstep/data/rdata.cpp",
+       "if (want > (1u << 30) || want > most)", "if (want > (1u << 31) && want > most)", suite="none",
+       tests=[("regression", "test_history", "tests/history/test_history", "History.AnRdb*"),
+              ("unit", "test_rdata", "tests/data/test_rdata", "*")],
+       desc="an .rdb blob's size claim trusted: 1 GiB allocated before zlib fails")
+mutant("history-json-overflow", "history (fuzz_gpt2)", "src/lockstep/tok/bpe_io.cpp",
+       '''  } catch (const json::exception& e) {
+    // Not only parse_error: a number too large for a double is out_of_range
+    // (found by fuzz/fuzz_gpt2).
+    fail(source, "", std::string("invalid JSON: ") + e.what());
+''', "", suite="none",
+       tests=[("regression", "test_tok_vocab", "tests/tok/test_tok_vocab", "TokVocab.MalformedFiles*")],
+       desc="a JSON number overflowing a double escapes as nlohmann's out_of_range, not a runtime_error")
+mutant("history-gate-stub", "history (6858679)", "src/lockstep/backend/cuda/gate_driver.cpp",
+       "for (const GateCase& g : Op::gate_cases())",
+       "for (const GateCase& g : std::is_same_v<Op, ops::Attention> ? std::vector<GateCase>{} : Op::gate_cases())",
+       suite="none", tests=[("regression", "test_cuda_gate_cases", "tests/cuda/test_cuda_gate_cases", "*")],
+       desc="a merge leaves a temporary gate stub: attention's gate case list empty (the gates pass vacuously)")
+mutant("history-bitlinear-decision-flip", "history (3fef999)", "tests/model/model_gradcheck_test.cpp",
+       "    if (quantized) {\n      Hand<double> hand_d", "    if (false && quantized) {\n      Hand<double> hand_d",
+       suite="none",
+       tests=[("regression", "test_model_gradcheck", "tests/model/test_model_gradcheck", "ModelSpec.TheLoss*",
+               {"LOCKSTEP_SEED": "6608125647251228489"})],
+       desc="the float loss compared with double's own BitLinear decisions: fails about one seed in 30 (the "
+            "repeat runner's seed reproduces it)")

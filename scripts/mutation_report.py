@@ -1,0 +1,360 @@
+#!/usr/bin/env python3
+"""The mutation report: plant every mutant of the catalogue, one at a time, and
+say which instruments catch it.
+
+  python3 scripts/mutation_report.py [--build-dir build/release] [--only ID,ID] [--ci]
+                                     [--budget SECONDS] [--json OUT] [--markdown OUT] [--check]
+
+Planting: each mutant is a text patch (scripts/mutation_catalogue.py) applied
+to the tracked sources, built incrementally in --build-dir (only the targets of
+its instruments), run against the instruments of its area, and reverted with
+`git checkout -- FILE`. By default in this checkout (it refuses to start unless
+src/, tests/ and apps/ are clean, and reverts on any exit); with --scratch in a
+git worktree of HEAD under <build-dir>/mutants with its own build configured
+like --build-dir (cold unless ccache holds the objects). First the unmutated
+tree must pass every instrument (an instrument that fails without a mutant
+catches nothing).
+
+Instruments (a test binary with a gtest filter, fail-fast; the ops checker's
+output split by row):
+  FD           finite differences: the op checker's vjp rows and contract,
+               the whole-model gradient check, the checker's own mutants test
+  float=double the op checker's float-against-double rows
+  algebra      the op checker's algebraic identities
+  composition  the model's loss = the op specs composed by hand
+  metamorphic  tests/property (relations and definitional absolutes)
+  reference    tests/reference (the independent NumPy reference)
+  kernel bits  CPU kernels = spec bit for bit, CPU model = spec model, GEMM, vmath
+  unit         the area's own unit/integration tests (trainer, optimizer, step, data, tokenizers, reductions)
+  resume       tests/train/resume_state_test (a resumed run's state and metrics)
+  regression   a self-corpus entry's own regression test (tests/history and the tests its fix added)
+  golden       the golden weight hashes (test_golden) and the reductions' golden values
+Start-up gates and live audits run on the GPU (tests/cuda/gate_mutants_test.cpp plants
+backend/cuda/mutant.hpp's kernel mutants in-process): not here.
+
+A mutant is CAUGHT when an instrument other than the golden hashes fails,
+GOLDEN-ONLY when only those do, MISSED when none does. The score is
+caught / (mutants - equivalent ones), golden-only catches not counted.
+--ci plants the mutants marked ci=True (cheap ones: one .cpp each) within
+--budget and exits 0 when each is caught; exit 77 (skip) if the scratch build
+alone spends the budget.
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+import mutation_catalogue  # noqa: E402
+
+FAMILY_GOLDEN = {"gpt2": "*gpt2_micro", "llama": "*llama_micro", "bitnet": "*bitnet_micro"}
+
+
+def instruments(m):
+    """(instrument, target, binary, gtest filter) for a mutant, cheap first."""
+    fam = m.get("family")
+    golden = FAMILY_GOLDEN.get(fam, "*gpt2_micro")
+    op = m.get("op")
+    kbits = f"CpuKernelsOp/{op}.*" if op else "*"
+    spec = [
+        ("FD+float=double+algebra", "test_ops_gradcheck", "tests/ops/test_ops_gradcheck", "*"),
+        ("FD", "test_ad_mutants", "tests/ad/test_ad_mutants", "*"),
+        ("reference", "test_reference_numpy", "tests/reference/test_reference_numpy", "*"),
+        ("metamorphic", "test_property_metamorphic", "tests/property/test_property_metamorphic", "*"),
+        ("composition", "test_model_gradcheck", "tests/model/test_model_gradcheck", "ModelSpec.TheLoss*"),
+        ("FD", "test_model_gradcheck", "tests/model/test_model_gradcheck", "ModelSpec.EveryParameter*"),
+        ("kernel bits", "test_model_cpu_kernels", "tests/model/test_model_cpu_kernels", kbits),
+        ("kernel bits", "test_model_cpu", "tests/model/test_model_cpu", "CpuModel.LossAndEvery*"),
+        ("kernel bits", "test_cpu_gemm", "tests/cpu/test_cpu_gemm", "*"),
+        ("kernel bits", "test_model_cpu_vmath", "tests/model/test_model_cpu_vmath", "*"),
+        ("golden", "test_golden", "tests/train/test_golden", f"Micro/GoldenRun.{golden}"),
+    ]
+    train = [
+        ("unit", "test_optim", "tests/train/test_optim", "*"),
+        ("unit", "test_step_pipeline", "tests/train/test_step_pipeline", "*"),
+        ("unit", "test_checkpoint", "tests/train/test_checkpoint", "*"),
+        ("unit", "test_train_config", "tests/train/test_train_config", "*"),
+        ("unit", "test_trainer", "tests/train/test_trainer", "*"),
+        ("resume", "test_resume_state", "tests/train/test_resume_state", "*"),
+        ("golden", "test_golden", "tests/train/test_golden", f"Micro/GoldenRun.{golden}"),
+    ]
+    data = [
+        ("unit", "test_shards", "tests/data/test_shards", "*"),
+        ("unit", "test_corpus", "tests/train/test_corpus", "*"),
+        ("unit", "test_trainer", "tests/train/test_trainer", "*"),
+        ("golden", "test_golden", "tests/train/test_golden", "Micro/GoldenRun.*gpt2_micro"),
+    ]
+    tok = [
+        ("unit", "test_tok_train", "tests/tok/test_tok_train", "*"),
+        ("unit", "test_tok_vocab", "tests/tok/test_tok_vocab", "*"),
+        ("unit", "test_tok_pretokenize", "tests/tok/test_tok_pretokenize", "*"),
+        ("golden", "test_golden", "tests/train/test_golden", "Micro/GoldenRun.*gpt2_micro"),
+    ]
+    reduce = [
+        ("unit", "reduce_test", "tests/reduce/reduce_test", "-ReduceGolden.*"),
+        ("FD+float=double+algebra", "test_ops_gradcheck", "tests/ops/test_ops_gradcheck", "*"),
+        ("metamorphic", "test_property_metamorphic", "tests/property/test_property_metamorphic", "*"),
+        ("reference", "test_reference_numpy", "tests/reference/test_reference_numpy", "*"),
+        ("kernel bits", "test_model_cpu_kernels", "tests/model/test_model_cpu_kernels", "*"),
+        ("golden", "reduce_test", "tests/reduce/reduce_test", "ReduceGolden.*"),
+        ("golden", "test_golden", "tests/train/test_golden", "Micro/GoldenRun.*gpt2_micro"),
+    ]
+    suites = {"model": spec, "train": train, "data": data, "tok": tok, "reduce": reduce, "none": []}
+    own = [tuple(t) + ({},) * (5 - len(t)) for t in m.get("tests", [])]
+    return own + [t + ({},) for t in suites[m["suite"]]]
+
+
+def classify_ops_output(out):
+    """The op checker's failing rows -> instruments."""
+    got = set()
+    for line in out.splitlines():
+        if not re.search(r"\bFAIL\b", line):
+            continue
+        if "finite differences" in line or "backward contract" in line or "surrogate" in line:
+            got.add("FD")
+        elif "float = double" in line:
+            got.add("float=double")
+        elif re.match(r"^\S+\s{2,}", line):
+            got.add("algebra")
+    return got or {"algebra"}  # a failing gtest without a table row: an op's own check
+
+
+def sh(cmd, cwd, timeout=None, env=None):
+    t0 = time.time()
+    try:
+        p = subprocess.run(cmd, cwd=cwd, shell=True, capture_output=True, text=True, timeout=timeout, env=env)
+        return p.returncode, p.stdout + p.stderr, time.time() - t0
+    except subprocess.TimeoutExpired as e:
+        return 124, (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or ""), \
+            time.time() - t0
+
+
+class Scratch:
+    def __init__(self, build_dir, log, in_place):
+        self.log = log
+        self.src_build = os.path.abspath(build_dir)
+        self.in_place = in_place
+        self.base = os.path.join(self.src_build, "mutants")
+        self.tree = ROOT if in_place else os.path.join(self.base, "tree")
+        self.build = self.src_build if in_place else os.path.join(self.tree, "build", "m")
+        self.env = dict(os.environ, OMP_WAIT_POLICY="passive", GTEST_FAIL_FAST="1")
+
+    def prepare(self):
+        head = subprocess.check_output(["git", "rev-parse", "HEAD"], cwd=ROOT, text=True).strip()
+        if self.in_place:
+            dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "src", "tests", "apps", "CMakeLists.txt"],
+                                   cwd=ROOT).returncode
+            if dirty:
+                raise SystemExit("mutation_report: src/, tests/ or apps/ has uncommitted changes; commit them "
+                                 "(the mutants are planted and reverted in place) or use --scratch")
+            if not os.path.exists(os.path.join(self.build, "build.ninja")):
+                raise SystemExit(f"mutation_report: {self.build} is not a configured Ninja build")
+            self.log(f"planting in place at {head[:12]}, build {self.build}")
+            return head
+        if not os.path.isdir(os.path.join(self.tree, ".git")) and not os.path.isfile(os.path.join(self.tree, ".git")):
+            os.makedirs(self.base, exist_ok=True)
+            subprocess.run(["git", "worktree", "prune"], cwd=ROOT, check=True)
+            subprocess.run(["git", "worktree", "add", "--detach", self.tree, head], cwd=ROOT, check=True,
+                           capture_output=True)
+        subprocess.run(["git", "checkout", "--quiet", "--force", "--detach", head], cwd=self.tree, check=True)
+        subprocess.run(["git", "clean", "-fdq", "-e", "build"], cwd=self.tree, check=True)
+        opts = self.cache_options()
+        if not os.path.exists(os.path.join(self.build, "build.ninja")):
+            cmd = f"cmake -S . -B {self.build} -G Ninja {' '.join(opts)}"
+            rc, out, _ = sh(cmd, self.tree, env=self.env)
+            if rc != 0:
+                raise SystemExit(f"mutation_report: configuring the scratch build failed:\n{out}")
+        self.log(f"scratch tree {self.tree} at {head[:12]}, build {self.build}")
+        return head
+
+    def cache_options(self):
+        keep = ("CMAKE_BUILD_TYPE", "LOCKSTEP_CUDA", "LOCKSTEP_WERROR", "CMAKE_CXX_COMPILER_LAUNCHER",
+                "CMAKE_CUDA_COMPILER_LAUNCHER", "CMAKE_CXX_COMPILER", "CMAKE_CUDA_ARCHITECTURES")
+        opts = []
+        cache = os.path.join(self.src_build, "CMakeCache.txt")
+        if os.path.exists(cache):
+            for line in open(cache):
+                m = re.match(r"^([A-Z_]+):[A-Z]+=(.*)$", line.strip())
+                if m and m.group(1) in keep and m.group(2):
+                    opts.append(f"-D{m.group(1)}={m.group(2)}")
+        return opts
+
+    def build_targets(self, targets, timeout):
+        return sh(f"nice -n 5 cmake --build {self.build} -j 2 --target {' '.join(sorted(set(targets)))}", self.tree,
+                  timeout=timeout, env=self.env)
+
+    def run(self, binary, gfilter, env=None, timeout=600):
+        path = os.path.join(self.build, binary)
+        return sh(f"{path} --gtest_filter='{gfilter}'", self.build, timeout=timeout, env=dict(self.env, **(env or {})))
+
+    def apply(self, m):
+        path = os.path.join(self.tree, m["file"])
+        text = open(path).read()
+        n = text.count(m["find"])
+        if n != m["count"]:
+            raise RuntimeError(f"{m['id']}: '{m['find'][:60]}' occurs {n} times in {m['file']}, expected {m['count']}")
+        open(path, "w").write(text.replace(m["find"], m["repl"]))
+
+    def revert(self, m):
+        subprocess.run(["git", "checkout", "--quiet", "--", m["file"]], cwd=self.tree, check=True)
+
+
+def run_instruments(s, m, log):
+    caught, times = {}, {}
+    for name, target, binary, gfilter, env in instruments(m):
+        rc, out, dt = s.run(binary, gfilter, env)
+        times[f"{target}:{gfilter}"] = round(dt, 1)
+        if rc == 0:
+            continue
+        names = classify_ops_output(out) if name == "FD+float=double+algebra" else {name}
+        first = next((l for l in out.splitlines() if "Failure" in l or "FAIL" in l), out.strip()[-200:])
+        for n in names:
+            caught.setdefault(n, f"{target}: {first.strip()[:160]}")
+    return caught, times
+
+
+def verdict(caught, m):
+    others = [k for k in caught if k != "golden"]
+    if others:
+        return "caught"
+    if caught:
+        return "golden-only"
+    return "equivalent" if "equivalent" in m["desc"] else "missed"
+
+
+ORDER = ["FD", "float=double", "algebra", "composition", "metamorphic", "reference", "kernel bits", "unit",
+         "resume", "regression", "golden"]
+
+
+def markdown(results, head, seconds):
+    lines = [f"Measured at {head[:12]} ({seconds / 60:.0f} min on the 2-core machine): "
+             f"`python3 scripts/mutation_report.py --build-dir build/verif`.", "",
+             "| mutant | area | kind | " + " | ".join(ORDER) + " | verdict |",
+             "|---|---|---|" + "---|" * len(ORDER) + "---|"]
+    for r in results:
+        cells = ["x" if k in r["caught"] else "" for k in ORDER]
+        lines.append(f"| `{r['id']}` | {r['area']} | {'fwd-consistent' if r['kind'] != 'local' else 'local'} | "
+                     + " | ".join(cells) + f" | {r['verdict']} |")
+    counted = [r for r in results if r["verdict"] not in ("equivalent", "does not compile")]
+    caught = sum(r["verdict"] == "caught" for r in counted)
+    golden = sum(r["verdict"] == "golden-only" for r in counted)
+    missed = [r["id"] for r in counted if r["verdict"] == "missed"]
+    fc = [r for r in counted if r["kind"] != "local"]
+    lines += ["", f"Score: {caught}/{len(counted)} caught by an instrument other than the golden hashes "
+              f"({100.0 * caught / max(1, len(counted)):.1f}%); golden-only {golden}; missed {len(missed)}"
+              f"{' (' + ', '.join(missed) + ')' if missed else ''}; equivalent (must survive) "
+              f"{sum(r['verdict'] == 'equivalent' for r in results)}. Forward-consistent: "
+              f"{sum(r['verdict'] == 'caught' for r in fc)}/{len(fc)} caught by something other than a golden hash."]
+    return "\n".join(lines)
+
+
+def main():
+    import signal
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # revert the planted mutant (finally) on kill
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build-dir", default="build/release", help="a configured build whose CMake options to copy")
+    ap.add_argument("--only", default="", help="comma-separated mutant ids")
+    ap.add_argument("--ci", action="store_true", help="the ci=True mutants only, within --budget")
+    ap.add_argument("--budget", type=float, default=0, help="seconds; 0: no limit")
+    ap.add_argument("--json", default="", help="write the results as JSON")
+    ap.add_argument("--markdown", default="", help="write the table as Markdown")
+    ap.add_argument("--check", action="store_true", help="only check that every patch applies to HEAD")
+    ap.add_argument("--scratch", action="store_true", help="plant in a worktree of HEAD, not in this checkout")
+    ap.add_argument("--skip-baseline", action="store_true", help="trust that the unmutated tree passes")
+    a = ap.parse_args()
+    start = time.time()
+
+    def log(msg):
+        print(f"[{time.time() - start:6.0f}s] {msg}", flush=True)
+
+    cat = mutation_catalogue.M
+    if a.only:
+        want = set(a.only.split(","))
+        unknown = want - {m["id"] for m in cat}
+        if unknown:
+            raise SystemExit(f"mutation_report: unknown mutant ids: {', '.join(sorted(unknown))}")
+        cat = [m for m in cat if m["id"] in want]
+    if a.ci:
+        cat = [m for m in cat if m["ci"]]
+    if a.check:
+        bad = 0
+        for m in cat:
+            n = open(os.path.join(ROOT, m["file"])).read().count(m["find"])
+            if n != m["count"]:
+                print(f"{m['id']}: occurs {n} times in {m['file']}, expected {m['count']}")
+                bad += 1
+        print(f"{len(cat)} mutants, {bad} do not apply")
+        return 1 if bad else 0
+
+    s = Scratch(a.build_dir, log, not a.scratch)
+    head = s.prepare()
+    targets = sorted({i[1] for m in cat for i in instruments(m)})
+    remaining = lambda: None if a.budget <= 0 else max(1.0, a.budget - (time.time() - start))  # noqa: E731
+    rc, out, dt = s.build_targets(targets, remaining())
+    log(f"baseline build of {len(targets)} targets: rc {rc}, {dt:.0f}s")
+    if rc != 0:
+        if rc == 124 and a.ci:
+            print("skip: the scratch build spent the budget")
+            return 77
+        print(out[-4000:])
+        return 1
+    if not a.skip_baseline:
+        seen = set()
+        for m in cat:
+            for name, target, binary, gfilter, env in instruments(m):
+                key = (binary, gfilter, tuple(sorted(env.items())))
+                if key in seen:
+                    continue
+                seen.add(key)
+                rc, out, dt = s.run(binary, gfilter, env)
+                if rc != 0:
+                    print(out[-3000:])
+                    raise SystemExit(f"mutation_report: {target} --gtest_filter={gfilter} fails on the unmutated tree")
+        log(f"baseline: {len(seen)} instrument runs pass on the unmutated tree")
+
+    results = []
+    for m in cat:
+        if a.budget > 0 and time.time() - start > a.budget:
+            log(f"budget spent: {m['id']} and later not planted")
+            break
+        s.apply(m)
+        try:
+            mt = sorted({i[1] for i in instruments(m)})
+            rc, out, dt = s.build_targets(mt, None)
+            if rc != 0:
+                err = next((l for l in out.splitlines() if "error" in l), out[-300:])
+                r = dict(m, caught={}, verdict="does not compile", note=err[:200], build_s=round(dt))
+            else:
+                caught, times = run_instruments(s, m, log)
+                r = dict(m, caught=caught, verdict=verdict(caught, m), build_s=round(dt), times=times)
+        finally:
+            s.revert(m)
+        results.append(r)
+        log(f"{m['id']:32s} {r['verdict']:16s} {', '.join(k for k in ORDER if k in r['caught']) or '-'}"
+            f"  (build {r['build_s']}s)")
+    s.build_targets(targets, None)  # leave the scratch build unmutated
+
+    table = markdown(results, head, time.time() - start)
+    print(table)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(results, f, indent=1, default=str)
+    if a.markdown:
+        with open(a.markdown, "w") as f:
+            f.write(table + "\n")
+    bad = [r["id"] for r in results if r["verdict"] in ("missed", "does not compile")]
+    if a.ci:
+        bad += [r["id"] for r in results if r["verdict"] == "golden-only"]
+    if bad:
+        print(f"not caught: {', '.join(bad)}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
