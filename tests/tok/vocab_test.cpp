@@ -192,6 +192,17 @@ TEST(TokVocab, GgufLlamaSpmMatchesLlamaCppVocabTest) {
   EXPECT_EQ(std::vector<std::int32_t>(a.begin() + 1, a.end()), b);
 }
 
+// LLaMA-3 (the BitNet b1.58 2B4T tokenizer) from its tokenizer.json against
+// llama.cpp's llama-bpe vocab test (46 texts; its .gguf is not shipped).
+TEST(TokVocab, Llama3TokenizerJsonMatchesLlamaCppVocabTest) {
+  LOCKSTEP_REQUIRE_FILE(testdata() / "llama3/tokenizer.json");
+  const BpeTokenizer tok = load_hf_tokenizer_json(testdata() / "llama3/tokenizer.json");
+  EXPECT_EQ(tok.vocab_size(), 128256);
+  EXPECT_TRUE(tok.options().ignore_merges);
+  check_cases(tok, llama_vocab_cases(gv("ggml-vocab-llama-bpe.gguf.inp")), "llama.cpp vocab test llama-bpe via tokenizer.json");
+  check_round_trip(tok, true);
+}
+
 // The damaged shared copies (if still damaged) are refused with the file and
 // offset named, never crash or load garbage.
 TEST(TokVocab, DamagedSharedGgufIsRejectedClearly) {
@@ -263,7 +274,11 @@ TEST(TokVocab, MalformedFilesThrowClearErrors) {
   EXPECT_EQ(parse_tiktoken(bytes, "mini", PreTokenizer::kGpt2, {}, "mini").vocab_size(), 256);
   expect_error([&] { parse_tiktoken(bytes + "Q!== 256\n", "mini", PreTokenizer::kGpt2, {}, "m"); }, "mini: line 257: invalid base64");
   expect_error([&] { parse_tiktoken(bytes + "QUI= x\n", "mini", PreTokenizer::kGpt2, {}, "m"); }, "line 257: invalid rank");
-  expect_error([&] { parse_tiktoken(bytes + "QUI= 300\n", "mini", PreTokenizer::kGpt2, {}, "m"); }, "ranks are not 0..256");
+  // A hole is allowed (p50k_base has one); a rank far past the others is not.
+  EXPECT_EQ(parse_tiktoken(bytes + "QUI= 300\n", "mini", PreTokenizer::kGpt2, {}, "m").vocab_size(), 301);
+  expect_error([&] { parse_tiktoken(bytes + "QUI= 9999999\n", "mini", PreTokenizer::kGpt2, {}, "m"); }, "line 257: rank 9999999 out of range");
+  expect_error([&] { parse_tiktoken(bytes + "QUI= 300\n", "mini", PreTokenizer::kGpt2, {{"<|x|>", 300}}, "m"); }, "'<|x|>' id 300 collides with a rank");
+  expect_error([&] { parse_tiktoken(bytes, "mini", PreTokenizer::kGpt2, {{"<|\x01|>", 7}}, "m"); }, "'<|\\x01|>' id 7 collides");
   expect_error([&] { parse_tiktoken(bytes + "QQ== 256\n", "mini", PreTokenizer::kGpt2, {}, "m"); }, "appears twice");
   expect_error([&] { parse_tiktoken(bytes + "QUI= 1x\n", "mini", PreTokenizer::kGpt2, {}, "m"); }, "line 257: invalid rank");
   expect_error([&] { parse_tiktoken(bytes.substr(0, bytes.rfind('\n', bytes.find(" 200\n")) + 1), "mini", PreTokenizer::kGpt2, {}, "m"); }, "has no token");
