@@ -3,6 +3,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <stdexcept>
@@ -64,6 +65,34 @@ const std::map<std::string, Ranges, std::less<>>& class_sets() {
       }
     }
     m["d"] = m["Nd"];
+    // Oniguruma's Unicode \w (measured against HF): Alphabetic (L,
+    // Nl, Other_Alphabetic), Mark, Nd, Pc, not Join_Control. PCRE2 10.42's \w is
+    // L and N only, so \b would differ before a combining mark or after ⒍.
+    // Other_Alphabetic outside the marks: circled and squared Latin letters.
+    // Below U+0100 Oniguruma uses its ISO-8859-1 table instead, which also
+    // counts the superscript digits and the fractions (² ³ ¹ ¼ ½ ¾) as word
+    // characters.
+    Ranges w;
+    for (std::size_t k = 0; k < unicode::kCategoryRunCount; ++k) {
+      const unicode::CategoryRun& run = unicode::kCategoryRuns[k];
+      const std::string_view cat = unicode::kCategoryNames[run.cat];
+      if (cat[0] == 'L' || cat[0] == 'M' || cat == "Nl" || cat == "Nd" || cat == "Pc") add_range(w, run.lo, run.hi);
+    }
+    for (const auto& [lo, hi] : Ranges{{0xB2, 0xB3}, {0xB9, 0xB9}, {0xBC, 0xBE}, {0x24B6, 0x24E9}, {0x1F130, 0x1F149}, {0x1F150, 0x1F169},
+                                       {0x1F170, 0x1F189}}) {
+      w.emplace_back(lo, hi);
+    }
+    std::sort(w.begin(), w.end());
+    Ranges merged;
+    for (const auto& [lo, hi] : w) {
+      if (!merged.empty() && merged.back().second + 1 >= lo) {
+        merged.back().second = std::max(merged.back().second, hi);
+      } else {
+        merged.emplace_back(lo, hi);
+      }
+    }
+    w = merged;
+    m["w"] = w;
     return m;
   }();
   return sets;
@@ -152,9 +181,18 @@ std::string pcre2_pattern_for(std::string_view p) {
         name = std::string(1, p[i + 2]);
         consumed = 3;
       }
-    } else if (e == 's' || e == 'S' || e == 'd' || e == 'D') {
+    } else if (e == 's' || e == 'S' || e == 'd' || e == 'D' || e == 'w' || e == 'W') {
       name = std::string(1, static_cast<char>(e | 0x20));
-      negate = e == 'S' || e == 'D';
+      negate = e == 'S' || e == 'D' || e == 'W';
+    } else if (!in_class && (e == 'b' || e == 'B')) {
+      // A word boundary over Oniguruma's \w (above).
+      std::string w = "[";
+      append_ranges(class_sets().at("w"), w);
+      w += ']';
+      out += e == 'b' ? "(?:(?<=" + w + ")(?!" + w + ")|(?<!" + w + ")(?=" + w + "))"
+                      : "(?:(?<=" + w + ")(?=" + w + ")|(?<!" + w + ")(?!" + w + "))";
+      ++i;
+      continue;
     }
     const auto& sets = class_sets();
     const auto it = name.empty() ? sets.end() : sets.find(name);

@@ -11,11 +11,12 @@
 // is skipped by one character).
 //
 // Unicode classes: \p{..} of a general category (L, Lu, M, N, Nd, P, S, Z,
-// C, ...), \s, \S, \d, \D are rewritten to explicit code-point ranges from
-// lockstep's own Unicode 16 tables before PCRE2 sees the pattern, so they
+// C, ...), \s \S (White_Space), \d \D (Nd), \w \W and \b \B (Oniguruma's
+// word characters: L, M, N, Pc) are rewritten to explicit code-point ranges
+// from lockstep's own Unicode 16 tables before PCRE2 sees the pattern, so they
 // agree with the hand-written matchers and with HF (Oniguruma, Unicode 16)
-// rather than with PCRE2's built-in tables (Unicode 14 in Debian 12). Other
-// properties (scripts such as \p{Han}, \w, \b) are PCRE2's own. ^ and $
+// rather than with PCRE2's built-in tables (Unicode 14 in Debian 12, whose \w
+// leaves out marks). Other properties (scripts such as \p{Han}) are PCRE2's. ^ and $
 // match at line ends (PCRE2_MULTILINE), as in Oniguruma's Ruby syntax.
 //
 // Bytes that are not valid UTF-8 (regexes see code points): each such byte
