@@ -11,6 +11,7 @@ packages=(
   libxxhash-dev                                # tensor bit-pattern hashing
   libmpfr-dev                                  # independent reference for the IEEE oracle
   zlib1g-dev                                   # inflating the corpus package's R data
+  libopenmpi-dev openmpi-bin                   # data-parallel replicas under mpirun (docs/DISTRIBUTED.md)
 )
 
 missing=()
