@@ -12,6 +12,7 @@ packages=(
   libmpfr-dev                                  # independent reference for the IEEE oracle
   zlib1g-dev                                   # inflating the corpus package's R data
   libpcre2-dev                                 # the tokenizers' general regex pre-tokenizer
+  libopenmpi-dev openmpi-bin                   # data-parallel replicas under mpirun (docs/DISTRIBUTED.md)
 )
 
 missing=()

@@ -28,6 +28,7 @@
 #include "lockstep/verify/report.hpp"
 #include "command.hpp"
 #include "suites.hpp"
+#include "train_replica.hpp"
 
 namespace {
 
@@ -141,6 +142,7 @@ struct TrainCommand {
   std::string resume;
   bool force = false;
   std::vector<CLI::Option*> text_opts;
+  lockstep::cli::ReplicaFlags replica_flags;
 
   void add(CLI::App& app) {
     cmd = app.add_subcommand(
@@ -170,6 +172,12 @@ struct TrainCommand {
                             ->default_str(d.audit));
     cmd->add_option("--resume", resume, "continue the run in this directory (or from this checkpoint)");
     cmd->add_flag("--force", force, "start over in an --out directory that already holds a run");
+    cmd->add_option("--guard-every", replica_flags.guard_every,
+                    "under mpirun: compare the replicas' weight hashes every N steps (0: never)")
+        ->default_val(replica_flags.guard_every);
+    cmd->add_option("--replica-timeout", replica_flags.timeout_s,
+                    "under mpirun: seconds to wait for another replica before stopping the run")
+        ->default_val(replica_flags.timeout_s);
     num.add(cmd, "steps", "optimizer steps", num_text(static_cast<double>(d.steps)));
     num.add(cmd, "batch", "windows per micro-batch", num_text(static_cast<double>(d.batch)));
     num.add(cmd, "seq", "tokens per window", num_text(static_cast<double>(d.seq)));
@@ -202,6 +210,10 @@ struct TrainCommand {
   int run() {
     using namespace lockstep::train;
     const auto start = std::chrono::steady_clock::now();
+    // Under mpirun this process is a replica (docs/DISTRIBUTED.md); otherwise
+    // nothing of MPI runs.
+    std::unique_ptr<lockstep::cli::TrainReplica> replica;
+    const bool rank0 = lockstep::dist::launch_from_env().rank == 0;
     try {
       cfg.steps = num.integer("steps");
       cfg.batch = num.integer("batch");
@@ -240,15 +252,27 @@ struct TrainCommand {
         if (o->count() > 0) ro.given.insert(name);
       for (CLI::Option* o : text_opts)
         if (o->count() > 0) ro.given.insert(o->get_name().substr(2));
+      replica = lockstep::cli::TrainReplica::start_if_launched(cfg.device, cfg.threads, replica_flags);
+      if (replica) ro.replica = &replica->run();
       const RunSummary s = run_training(cfg, ro);
-      if (!s.checkpoint.empty() && !s.interrupted)
+      if (!s.checkpoint.empty() && !s.interrupted && rank0)
         fmt::print("generate with: lockstep generate --checkpoint {} --prompt \"It is a truth\"\n",
                    resume.empty() ? cfg.out : resume);
       return 0;
+    } catch (const lockstep::dist::Refused& e) {
+      // Every replica saw the same handshake and refuses: one says why.
+      if (rank0) fmt::print(stderr, "lockstep train: refused: {}\n", e.what());
+      return 2;
+    } catch (const lockstep::dist::ReplicaTimeout& e) {
+      if (replica) replica->abort(e.what(), 3);
+      fmt::print(stderr, "lockstep train: error: {}\n", e.what());
+      return 3;
     } catch (const std::invalid_argument& e) {
+      if (replica) replica->abort(e.what(), 2);  // the others may be waiting for this one
       fmt::print(stderr, "lockstep train: {}\n", e.what());
       return 2;
     } catch (const std::exception& e) {
+      if (replica) replica->abort(std::string("error: ") + e.what(), 1);
       fmt::print(stderr, "lockstep train: error: {}\n", e.what());
       return 1;
     }

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -104,15 +105,16 @@ TEST(StepPipeline, HooksSeeTheAccumulatedGradientsAndTheWeightsBeforeTheUpdate) 
   std::vector<std::vector<float>> guarded;
   train::StepHooks hooks;
   // A stand-in reduction: what two identical replicas' exact sum would give.
-  hooks.reduce_gradients = [&](model::TensorTable& g) {
+  hooks.reduce_gradients = [&](model::TensorTable& g, std::span<float>) {
     order.push_back("reduce");
     EXPECT_FALSE(g.on_device);
     for (auto& t : g.tensors)
       for (std::size_t i = 0; i < t.n; ++i) t.data[i] = t.data[i] + t.data[i];
   };
-  hooks.guard_weights = [&](const model::TensorTable& w) {
+  hooks.guard_weights = [&](const model::TensorTable& w, model::StepStages&) {
     order.push_back("guard");
     for (const auto& t : w.tensors) guarded.emplace_back(t.data, t.data + t.n);
+    return false;
   };
   const auto before = values(*a.m);
   train::HostStepStages host(*a.m, a.opt);
@@ -134,7 +136,7 @@ TEST(StepPipeline, ARefusedStepChangesNothing) {
     const auto before = values(*s.m);
     const auto m0 = s.opt.m;
     train::StepHooks hooks;
-    hooks.reduce_gradients = [](model::TensorTable& g) { g.tensors[3].data[5] = std::numeric_limits<float>::infinity(); };
+    hooks.reduce_gradients = [](model::TensorTable& g, std::span<float>) { g.tensors[3].data[5] = std::numeric_limits<float>::infinity(); };
     train::HostStepStages host(*s.m, s.opt);
     std::string msg;
     try {

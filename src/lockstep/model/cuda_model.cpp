@@ -191,13 +191,13 @@ class CudaModel final : public KernelModel<cuda::OpKernels, DeviceStorage>, publ
     kernels_.stage_step(inputs.data(), targets.data(), inputs.size());
   }
 
-  void micro_batch(std::int64_t a) override {
+  void micro_batch(std::int64_t a, bool accumulate) override {
     const auto micro = static_cast<std::size_t>(step_batch_ * step_seq_);
     const auto off = static_cast<std::size_t>(a) * micro;
     kernels_.defer_loss_to = losses_.data() + a;
     try {
       engine_.run(step_inputs_.data() + off, step_targets_.data() + off, static_cast<std::size_t>(step_batch_),
-                  static_cast<std::size_t>(step_seq_), true, a > 0);
+                  static_cast<std::size_t>(step_seq_), true, accumulate);
     } catch (...) {
       kernels_.defer_loss_to = nullptr;
       kernels_.end_stage_step();
@@ -205,6 +205,16 @@ class CudaModel final : public KernelModel<cuda::OpKernels, DeviceStorage>, publ
     }
     kernels_.defer_loss_to = nullptr;
     storage_.device_wrote(true, false);
+  }
+
+  // One float each way (a replica's host staging waits for the device anyway).
+  float micro_batch_loss(std::int64_t a) override {
+    float x = 0;
+    cuda::copy_to_host(&x, losses_.data() + a, sizeof x);
+    return x;
+  }
+  void set_micro_batch_loss(std::int64_t a, float loss) override {
+    cuda::copy_to_device(losses_.data() + a, &loss, sizeof loss);
   }
 
   TensorTable gradients() override { return device_table(true); }

@@ -51,9 +51,16 @@ class StepStages {
   // sizes, and the op specs' errors on bad token ids, before anything runs.
   virtual void stage_batch(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets,
                            std::int64_t batch, std::int64_t seq, std::int64_t accum, int threads) = 0;
-  // Forward and backward of micro-batch `a` (0-based, in order): the gradient
-  // is written (a = 0) or added (a > 0); the mean loss is kept for the step.
-  virtual void micro_batch(std::int64_t a) = 0;
+  // Forward and backward of micro-batch `a` (0-based): the gradient is added
+  // (accumulate) or written; the mean loss is kept for the step. One process
+  // runs a = 0..accum−1 with accumulate = a > 0; a replica runs its own
+  // micro-batches apart (accumulate false) and the reduction adds them all in
+  // micro-batch order (dist/, docs/DISTRIBUTED.md).
+  virtual void micro_batch(std::int64_t a, bool accumulate) = 0;
+  // The kept mean loss of micro-batch `a`, and setting it (a replica learns the
+  // losses of the micro-batches other replicas computed from the reduction).
+  virtual float micro_batch_loss(std::int64_t a) = 0;
+  virtual void set_micro_batch_loss(std::int64_t a, float loss) = 0;
   // The accumulated gradients and the weights of the trainable tensors.
   virtual TensorTable gradients() = 0;
   virtual TensorTable weights() = 0;

@@ -64,10 +64,11 @@ class Metrics {
   Metrics(const Metrics&) = delete;
   Metrics& operator=(const Metrics&) = delete;
 
-  void train(const StepResult& r, std::uint64_t tokens, double tok_s, double elapsed) {
-    fmt::print(f_, R"({{"type":"train","step":{},"loss":{},"lr":{},"grad_norm":{},"tokens":{},"tok_per_s":{:.1f},"elapsed_s":{:.3f}}})"
+  // `extra`: more fields (",\"replicas\":2,..."), "" for none.
+  void train(const StepResult& r, std::uint64_t tokens, double tok_s, double elapsed, const std::string& extra) {
+    fmt::print(f_, R"({{"type":"train","step":{},"loss":{},"lr":{},"grad_norm":{},"tokens":{},"tok_per_s":{:.1f},"elapsed_s":{:.3f}{}}})"
                    "\n",
-               r.step, r.loss, r.lr, r.grad_norm, tokens, tok_s, elapsed);
+               r.step, r.loss, r.lr, r.grad_norm, tokens, tok_s, elapsed, extra);
     std::fflush(f_);
   }
   void val(const EvalResult& e, bool final) {
@@ -147,7 +148,14 @@ TrainConfig merge_resume_config(const TrainConfig& saved, const TrainConfig& cli
 }
 
 RunSummary run_training(TrainConfig cfg, const RunOptions& opt) {
-  std::FILE* out = opt.out ? opt.out : stdout;
+  // Replica 0 writes (progress, metrics, run.json, checkpoints); the others
+  // compute the same steps silently.
+  const ReplicaRun* const rep = opt.replica;
+  const bool writer = rep == nullptr || rep->rank == 0;
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> devnull(writer ? nullptr : std::fopen("/dev/null", "w"),
+                                                           &std::fclose);
+  if (!writer && !devnull) throw std::runtime_error("cannot open /dev/null");
+  std::FILE* out = !writer ? devnull.get() : opt.out ? opt.out : stdout;
   auto say = [&](const std::string& s) {
     fmt::print(out, "{}\n", s);
     std::fflush(out);
@@ -180,7 +188,7 @@ RunSummary run_training(TrainConfig cfg, const RunOptions& opt) {
     // Recorded absolute, so a resume from another directory finds the text.
     if (!cfg.data.empty()) cfg.data = fs::absolute(cfg.data).lexically_normal().string();
     const fs::path o(cfg.out);
-    if (fs::exists(o / "latest")) {
+    if (fs::exists(o / "latest") && writer) {
       if (!opt.force)
         throw std::invalid_argument(fmt::format(
             "--out {} already holds a run (latest checkpoint: {}): continue it with --resume {}, or start over with "
@@ -197,7 +205,13 @@ RunSummary run_training(TrainConfig cfg, const RunOptions& opt) {
     throw std::runtime_error("--device " + cfg.device + ": " + why);
   const fs::path run_dir(cfg.out);
   fs::create_directories(run_dir);
-  write_text_atomic(run_dir / "run.json", cfg.to_json() + "\n");
+  if (writer) write_text_atomic(run_dir / "run.json", cfg.to_json() + "\n");
+  if (rep) {
+    // The settings every replica must share (not where it runs or with how many threads).
+    auto j = nlohmann::json::parse(cfg.to_json());
+    for (const char* local : {"device", "threads", "audit", "activations", "out"}) j.erase(local);
+    rep->agree("training settings", j.dump(), j.dump());
+  }
 
   // --- Data ------------------------------------------------------------------
   data::CorpusOptions co;
@@ -206,7 +220,10 @@ RunSummary run_training(TrainConfig cfg, const RunOptions& opt) {
   co.cache_dir = (run_dir / "data").string();
   co.vocab_size = cfg.vocab;
   co.val_fraction = cfg.val_fraction;
+  // The writer prepares the corpus first; the others then find it prepared.
+  if (rep && !writer) rep->barrier("replica 0 preparing the corpus");
   const data::PreparedCorpus corpus = data::prepare_corpus(co, say);
+  if (rep && writer) rep->barrier("replica 0 preparing the corpus");
   const std::string corpus_json = read_text(fs::path(corpus.dir) / "corpus.json");
   if (ck) {
     const auto was = nlohmann::json::parse(ck->meta.corpus_json);
@@ -222,6 +239,10 @@ RunSummary run_training(TrainConfig cfg, const RunOptions& opt) {
 
   // --- Model and trainer -----------------------------------------------------
   const model::ModelConfig mc = cfg.model_config(tokenizer.vocab_size(), *tokenizer.eos());
+  if (rep) {
+    rep->agree("corpus", num::hash_hex(corpus.key), num::hash_hex(corpus.key));
+    rep->agree("model config", model::to_hf_config_json(mc), mc.summary());
+  }
   std::unique_ptr<model::Model> m;
   if (ck) {
     if (model::to_hf_config_json(mc) != model::to_hf_config_json(ck->model->config()))
@@ -243,6 +264,7 @@ RunSummary run_training(TrainConfig cfg, const RunOptions& opt) {
   } else {
     trainer.init_fresh();
   }
+  if (rep) trainer.set_step_hooks(rep->hooks);
   RunSummary sum;
   sum.first_step = sum.last_step = trainer.current_step();
 
@@ -258,6 +280,9 @@ RunSummary run_training(TrainConfig cfg, const RunOptions& opt) {
   say(fmt::format("training: {} steps x {} tokens ({} x {} windows of {}), lr {} warmup {}, {} threads -> {}",
                   cfg.steps, tokens_per_step, cfg.batch, cfg.accum, cfg.seq, cfg.lr, cfg.warmup, trainer.threads(),
                   cfg.out));
+  if (rep)
+    say(fmt::format("replicas: {} (micro-batch a on replica a mod {}; exact reduction in micro-batch order)",
+                    rep->world, rep->world));
   if (trainer.current_step() >= cfg.steps) {
     say(fmt::format("the run is complete ({} of {} steps): pass --steps N to continue it", trainer.current_step(),
                     cfg.steps));
@@ -265,7 +290,8 @@ RunSummary run_training(TrainConfig cfg, const RunOptions& opt) {
     return sum;
   }
 
-  Metrics metrics(run_dir / "metrics.jsonl", ck ? ck->meta.step : 0);
+  std::optional<Metrics> metrics;
+  if (writer) metrics.emplace(run_dir / "metrics.jsonl", ck ? ck->meta.step : 0);
   const std::int64_t every = cfg.log_every > 0 ? cfg.log_every : std::max<std::int64_t>(1, cfg.steps / 50);
   Progress progress(out, opt.tty, every);
 
@@ -281,7 +307,18 @@ RunSummary run_training(TrainConfig cfg, const RunOptions& opt) {
     meta.elapsed_seconds = elapsed_before + sum.train_seconds;
     meta.run_config_json = cfg.to_json();
     meta.corpus_json = corpus_json;
-    last_saved = save_checkpoint(cfg.out, trainer.model(), trainer.optimizer(), meta, tokenizer_json);
+    if (writer) last_saved = save_checkpoint(cfg.out, trainer.model(), trainer.optimizer(), meta, tokenizer_json);
+    if (rep) {
+      // Every replica checks its own weights and moments against the hashes the writer recorded.
+      std::uint64_t w = 0, o = 0;
+      if (writer) {
+        const auto st = nlohmann::json::parse(read_text(fs::path(last_saved) / "trainer_state.json"));
+        w = std::stoull(st.at("weights_hash").get<std::string>(), nullptr, 16);
+        o = std::stoull(st.at("optimizer_hash").get<std::string>(), nullptr, 16);
+      }
+      last_saved = rep->verify_checkpoint(last_saved, w, o, weights_hash(trainer.model()),
+                                          optimizer_hash(trainer.model(), trainer.optimizer()));
+    }
     last_saved_step = meta.step;
     last_save_seconds = seconds_since(t);
     const std::string msg = fmt::format("saved {} ({:.1f}s)", last_saved, last_save_seconds);
@@ -307,7 +344,7 @@ RunSummary run_training(TrainConfig cfg, const RunOptions& opt) {
     const EvalResult e = trainer.evaluate(max_tokens);
     const double s = seconds_since(t);
     if (s > 0) eval_tok_s = static_cast<double>(e.tokens) / s;
-    metrics.val(e, final);
+    if (metrics) metrics->val(e, final);
     progress.line(fmt::format("{}validation at step {}: {:.4f} nats/token, {:.4f} bits/byte ({} tokens, {:.1f}s)",
                               final ? "final " : "", e.step, e.loss, e.bpb, e.tokens, s));
     return e;
@@ -315,7 +352,9 @@ RunSummary run_training(TrainConfig cfg, const RunOptions& opt) {
 
   const auto loop_start = Clock::now();
   while (trainer.current_step() < cfg.steps) {
-    if (opt.stop && opt.stop->load()) {
+    bool interrupt = opt.stop && opt.stop->load();
+    if (rep) interrupt = rep->any(interrupt);  // the replicas stop together
+    if (interrupt) {
       sum.interrupted = true;
       break;
     }
@@ -326,11 +365,14 @@ RunSummary run_training(TrainConfig cfg, const RunOptions& opt) {
         need += eval_tok_s > 0 ? static_cast<double>(std::min(cfg.eval_tokens, trainer.val_windows() * cfg.seq)) /
                                      eval_tok_s
                                : 0.0;
-      if (seconds_since(opt.start) + need > budget) {
+      bool late = seconds_since(opt.start) + need > budget;
+      if (rep) late = rep->any(late);
+      if (late) {
         sum.out_of_time = true;
         break;
       }
     }
+    if (rep && rep->begin_step) rep->begin_step(next, cfg.accum);
     const auto t = Clock::now();
     const StepResult r = trainer.step();
     const double dt = seconds_since(t);
@@ -339,7 +381,9 @@ RunSummary run_training(TrainConfig cfg, const RunOptions& opt) {
     sum.tokens += r.tokens;
     tokens_seen += r.tokens;
     const double tok_s = static_cast<double>(r.tokens) / step_seconds;
-    metrics.train(r, tokens_seen, static_cast<double>(r.tokens) / dt, elapsed_before + sum.train_seconds);
+    if (metrics)
+      metrics->train(r, tokens_seen, static_cast<double>(r.tokens) / dt, elapsed_before + sum.train_seconds,
+                     rep && rep->step_metrics ? rep->step_metrics() : std::string());
     double eta = static_cast<double>(cfg.steps - r.step) * step_seconds;
     if (budget > 0) eta = std::min(eta, std::max(0.0, budget - seconds_since(opt.start)));
     progress.update({r.step, cfg.steps, r.loss, r.lr, tok_s, seconds_since(opt.start), eta});

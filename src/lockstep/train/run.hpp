@@ -3,6 +3,9 @@
 // metrics, checkpoint, and stop cleanly on Ctrl-C or when the wall-clock
 // budget is spent.
 //
+// Under mpirun every replica runs this with RunOptions::replica set: the same
+// steps on its share of each batch, output from replica 0 only.
+//
 // The run directory (--out):
 //   run.json          the TrainConfig of the latest session
 //   metrics.jsonl     one JSON object per line:
@@ -26,9 +29,30 @@
 
 #include "lockstep/model/model.hpp"
 #include "lockstep/train/config.hpp"
+#include "lockstep/train/step.hpp"
 #include "lockstep/train/trainer.hpp"
 
 namespace lockstep::train {
+
+// A data-parallel replica's part in a run (docs/DISTRIBUTED.md). The CLI
+// fills it from dist::Replica under mpirun; every function is a collective
+// call that every replica makes at the same point of the run. Replica 0 is
+// the writer: progress, metrics.jsonl, run.json and checkpoints are its alone.
+struct ReplicaRun {
+  int rank = 0, world = 1;
+  StepHooks hooks;                                  // the reduction and the guard
+  std::function<void(std::int64_t step, std::int64_t accum)> begin_step;  // 1-based, before each step
+  // Refuses (throws on every replica) values that differ from replica 0's.
+  std::function<void(const std::string& what, const std::string& value, const std::string& shown)> agree;
+  std::function<void(const std::string& what)> barrier;  // the writer prepares the corpus first
+  std::function<bool(bool)> any;                    // stop decisions: true on all when true on one
+  // After a save: the writer's directory and recorded hashes ("", 0 on the
+  // others) against every replica's own; returns the directory.
+  std::function<std::string(const std::string& dir, std::uint64_t recorded_weights, std::uint64_t recorded_optimizer,
+                            std::uint64_t own_weights, std::uint64_t own_optimizer)>
+      verify_checkpoint;
+  std::function<std::string()> step_metrics;        // extra JSON fields of a train line ("" for none)
+};
 
 struct RunOptions {
   std::string resume;          // a run or checkpoint directory; "" = a fresh run
@@ -42,6 +66,7 @@ struct RunOptions {
   // Tests: see every step; make the model some other way (default model::make_cpu_model).
   std::function<void(const StepResult&)> on_step;
   std::function<std::unique_ptr<model::Model>(const model::ModelConfig&)> make_model;
+  const ReplicaRun* replica = nullptr;  // under mpirun (null: one process)
 };
 
 struct RunSummary {

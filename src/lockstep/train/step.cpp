@@ -15,15 +15,36 @@ namespace lockstep::train {
 ops::StepDecision run_step(model::StepStages& stages, const StepBatch& b, float max_norm,
                            const ops::AdamWScalars& scalars, const StepHooks& hooks, int threads) {
   if (b.accum < 1) throw std::invalid_argument(fmt::format("step: accum must be >= 1, got {}", b.accum));
-  stages.stage_batch(b.inputs, b.targets, b.batch, b.seq, b.accum, threads);
-  for (std::int64_t a = 0; a < b.accum; ++a) stages.micro_batch(a);
-  if (hooks.reduce_gradients) {
-    model::TensorTable g = stages.gradients();
-    hooks.reduce_gradients(g);
+  // A guard that repaired the weights asks for the step again; a second repair
+  // in one step means the replicas cannot agree: the guard throws then.
+  for (int attempt = 0;; ++attempt) {
+    stages.stage_batch(b.inputs, b.targets, b.batch, b.seq, b.accum, threads);
+    if (hooks.computes_micro_batch) {
+      for (std::int64_t a = 0; a < b.accum; ++a) {
+        if (!hooks.computes_micro_batch(a)) continue;
+        stages.micro_batch(a, false);
+        if (hooks.keep_micro_batch) hooks.keep_micro_batch(a, stages.micro_batch_loss(a), stages.gradients());
+      }
+    } else {
+      for (std::int64_t a = 0; a < b.accum; ++a) stages.micro_batch(a, a > 0);
+    }
+    if (hooks.reduce_gradients) {
+      std::vector<float> losses(static_cast<std::size_t>(b.accum), 0.0f);
+      if (!hooks.computes_micro_batch)
+        for (std::int64_t a = 0; a < b.accum; ++a) losses[static_cast<std::size_t>(a)] = stages.micro_batch_loss(a);
+      model::TensorTable g = stages.gradients();
+      hooks.reduce_gradients(g, losses);
+      for (std::int64_t a = 0; a < b.accum; ++a) stages.set_micro_batch_loss(a, losses[static_cast<std::size_t>(a)]);
+    }
+    if (hooks.guard_weights && hooks.guard_weights(stages.weights(), stages)) {
+      if (attempt > 0) throw std::runtime_error("step: the weights were repaired twice in one step");
+      continue;
+    }
+    break;
   }
-  if (hooks.guard_weights) hooks.guard_weights(stages.weights());
   stages.update(max_norm, scalars);
   const ops::StepDecision d = stages.finish();
+  if (hooks.after_update) hooks.after_update(stages.weights());
   if (!d.update && std::isfinite(d.loss)) stages.refuse_non_finite_gradient(d.norm);
   return d;
 }
@@ -46,11 +67,11 @@ void HostStepStages::stage_batch(std::span<const std::int32_t> inputs, std::span
   decision_ = {};
 }
 
-void HostStepStages::micro_batch(std::int64_t a) {
+void HostStepStages::micro_batch(std::int64_t a, bool accumulate) {
   const auto micro = static_cast<std::size_t>(batch_ * seq_);
   const auto off = static_cast<std::size_t>(a) * micro;
   losses_[static_cast<std::size_t>(a)] = model_.forward_backward(inputs_.subspan(off, micro),
-                                                                 targets_.subspan(off, micro), batch_, seq_, a > 0,
+                                                                 targets_.subspan(off, micro), batch_, seq_, accumulate,
                                                                  threads_);
 }
 

@@ -3,7 +3,8 @@
 //   1. stage the batch                       stages.stage_batch
 //   2. forward + backward per micro-batch    stages.micro_batch(0..accum−1)
 //   3. gradient reduction across replicas    hooks.reduce_gradients (identity here)
-//   4. weight-hash guard                     hooks.guard_weights    (no-op here)
+//   4. weight-hash guard                     hooks.guard_weights    (no-op here;
+//                                            a repair runs 1–4 again)
 //   5. scale 1/accum, norm, clip, AdamW      stages.update
 //   6. the decision, read once               stages.finish
 //
@@ -26,10 +27,25 @@
 namespace lockstep::train {
 
 struct StepHooks {
-  // Sums the gradients across replicas, in place (empty: one process).
-  std::function<void(model::TensorTable&)> reduce_gradients;
+  // Replicas (dist/, docs/DISTRIBUTED.md): whether this process computes
+  // micro-batch a (empty: every one, accumulated in order). When set, each
+  // computed micro-batch's gradient is written, not added, and handed with its
+  // loss to keep_micro_batch before the next one runs; the reduction then sums
+  // all of them in micro-batch order, the expression one process computes.
+  std::function<bool(std::int64_t a)> computes_micro_batch;
+  std::function<void(std::int64_t a, float loss, const model::TensorTable& grads)> keep_micro_batch;
+  // Sums the gradients across replicas into the table, in place (empty: one
+  // process). `losses` holds every micro-batch's loss afterwards (a replica
+  // fills in those other replicas computed); the update reads them.
+  std::function<void(model::TensorTable& grads, std::span<float> losses)> reduce_gradients;
   // Compares the replicas' weights before they change (empty: no guard).
-  std::function<void(const model::TensorTable&)> guard_weights;
+  // Returns true when it repaired them (weights and moments, through the
+  // stages): the step's gradients came from the damaged weights, so the step
+  // is computed again from its batch.
+  std::function<bool(const model::TensorTable& weights, model::StepStages& stages)> guard_weights;
+  // The weights after the update (empty: nothing), e.g. the hash the next
+  // guard's self-check compares against.
+  std::function<void(const model::TensorTable& weights)> after_update;
 };
 
 struct StepBatch {
@@ -54,7 +70,9 @@ class HostStepStages final : public model::StepStages {
 
   void stage_batch(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets, std::int64_t batch,
                    std::int64_t seq, std::int64_t accum, int threads) override;
-  void micro_batch(std::int64_t a) override;
+  void micro_batch(std::int64_t a, bool accumulate) override;
+  float micro_batch_loss(std::int64_t a) override { return losses_.at(static_cast<std::size_t>(a)); }
+  void set_micro_batch_loss(std::int64_t a, float loss) override { losses_.at(static_cast<std::size_t>(a)) = loss; }
   model::TensorTable gradients() override;
   model::TensorTable weights() override;
   void update(float max_norm, const ops::AdamWScalars& s) override;

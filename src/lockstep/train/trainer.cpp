@@ -88,12 +88,12 @@ StepResult Trainer::step() {
   const data::Batch b = data::sample_batch(train_, data_seed_, static_cast<std::uint64_t>(s), B * A, T);
 
   // The step pipeline (step.hpp): the model's own stages where its parameters
-  // live, or the host stages; one process, so no reduction and no guard.
+  // live, or the host stages; a replica's hooks (none for one process).
   HostStepStages host(*model_, opt_);
   model::StepStages* own = model_->step_stages();
   const StepBatch batch{b.inputs, b.targets, B, T, A};
   const ops::StepDecision d = run_step(own != nullptr ? *own : host, batch, static_cast<float>(cfg_.grad_clip),
-                                       adamw_scalars(adamw_, lr, s + 1), StepHooks{}, threads_);
+                                       adamw_scalars(adamw_, lr, s + 1), hooks_, threads_);
   if (!std::isfinite(d.loss))
     throw std::runtime_error(fmt::format("step {}: the training loss is {}: the step is refused (lower --lr?)", s + 1,
                                          d.loss));

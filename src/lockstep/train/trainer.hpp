@@ -27,12 +27,14 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "lockstep/data/shards.hpp"
 #include "lockstep/model/model.hpp"
 #include "lockstep/train/checkpoint.hpp"
 #include "lockstep/train/config.hpp"
+#include "lockstep/train/step.hpp"
 
 namespace lockstep::train {
 
@@ -69,6 +71,9 @@ class Trainer {
   void init_fresh();                      // model.init(seed), zero moments, step 0
   void restore(OptimizerState opt);       // the model's weights are already loaded
   StepResult step();                      // one optimizer step
+  // The step pipeline's hooks (step.hpp): a replica's reduction and guard
+  // (dist/, wired by the CLI); none for one process.
+  void set_step_hooks(StepHooks hooks) { hooks_ = std::move(hooks); }
   EvalResult evaluate(std::int64_t max_tokens);  // max_tokens <= 0: the whole validation shard
   std::int64_t val_windows() const;       // windows of a whole validation pass
 
@@ -91,6 +96,7 @@ class Trainer {
   ScheduleConfig sched_;
   std::uint64_t data_seed_;
   int threads_;
+  StepHooks hooks_;
 };
 
 }  // namespace lockstep::train
