@@ -24,6 +24,7 @@
 #include <fmt/format.h>
 
 #include "lockstep/backend/cuda/audit.hpp"
+#include "lockstep/backend/cuda/decode_launch.hpp"
 #include "lockstep/backend/cuda/device.hpp"
 #include "lockstep/backend/cuda/gate.hpp"
 #include "lockstep/backend/cuda/int8_gemm.hpp"
@@ -128,6 +129,40 @@ class DeviceStorage {
   mutable bool host_values_ = true, host_grads_ = true;
   bool device_values_ = false, device_grads_ = false;
 };
+
+}  // namespace
+
+// The decode kernels on the device (model/decode.hpp): the cache writes and
+// the cached attention of backend/cuda/decode.cu, the rows' slots and
+// positions uploaded per launch.
+template <>
+struct DecodeBackend<cuda::OpKernels> {
+  struct State {
+    cuda::DeviceBuffer<std::int32_t> slot, pos;
+  };
+  static void store_rows(cuda::OpKernels&, const float* src, std::size_t ld, std::size_t rows, std::size_t width,
+                         float* dst) {
+    launch::store_rows(src, ld, rows, width, dst);
+  }
+  static void attention(cuda::OpKernels&, State& st, const ops::CachedAttention::Config& c,
+                        const ops::CachedAttention::Args<float>& a) {
+    ops::CachedAttention::validate(c, a.slot, a.pos);
+    st.slot.upload(a.slot, c.rows);
+    st.pos.upload(a.pos, c.rows);
+    launch::CachedAttentionShape s;
+    s.rows = c.rows;
+    s.q_heads = c.q_heads;
+    s.kv_heads = c.kv_heads;
+    s.head_dim = c.head_dim;
+    s.ctx = c.ctx;
+    s.key_block = c.key_block;
+    s.ldq = a.ldq;
+    s.scale = ops::Attention::scale_of<float>(c.attention());
+    launch::cached_attention(s, a.q, a.k_cache, a.v_cache, st.slot.data(), st.pos.data(), a.o);
+  }
+};
+
+namespace {
 
 // The start-up gates, once per process; what they proved, for report().
 std::string g_gates_passed;

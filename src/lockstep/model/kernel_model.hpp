@@ -30,6 +30,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "lockstep/model/decode.hpp"
 #include "lockstep/model/model.hpp"
 #include "lockstep/model/params.hpp"
 #include "lockstep/model/transformer.hpp"
@@ -83,6 +84,12 @@ class KernelModel : public Model {
     auto out = engine_.last_logits(tokens.data() + (tokens.size() - keep), keep);
     storage_.after_pass(false, "next_logits");
     return out;
+  }
+
+  std::unique_ptr<Decoder> decoder(std::size_t slots, std::size_t context) override {
+    auto before = [this](int threads) { begin_pass(threads, false); };
+    return std::make_unique<DecodeSession<K, typename Storage::EngineParam, decltype(before)>>(
+        cfg_, storage_.engine_params(), kernels_, slots, context, before);
   }
 
  protected:

@@ -72,6 +72,31 @@ inline void require_f32_params(const std::vector<Param>& params, std::string_vie
   require_param_dtypes(params, kF32, model);
 }
 
+// A decode session (model/decode.hpp): a KV cache of slots() sequences of up
+// to context() positions each, filled by prefill and decode passes. A token's
+// logits are the same bits whichever way it was passed in: in one prefill, in
+// chunks, token by token, alone or decoded among other sequences, on any
+// thread count. A pass that would run past a sequence's context throws
+// std::length_error before anything runs; the session lives no longer than
+// its model.
+class Decoder {
+ public:
+  virtual ~Decoder() = default;
+  virtual std::size_t slots() const = 0;
+  virtual std::size_t context() const = 0;
+  virtual std::size_t length(std::size_t slot) const = 0;  // tokens the slot's cache holds
+  virtual void clear(std::size_t slot) = 0;                // the slot starts a new sequence
+  // The largest pass a prefill runs (longer prompts go in chunks of it; default 256).
+  virtual void set_prefill_chunk(std::size_t rows) = 0;
+  // Appends `tokens` to the slot's sequence: the logits of its last token
+  // [vocab], or with all_rows of every token [tokens, vocab].
+  virtual std::vector<float> prefill(std::size_t slot, std::span<const std::int32_t> tokens, bool all_rows,
+                                     int threads) = 0;
+  // One token for each listed slot (distinct), in one pass: [slots, vocab].
+  virtual std::vector<float> decode(std::span<const std::size_t> slots, std::span<const std::int32_t> tokens,
+                                    int threads) = 0;
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -96,6 +121,11 @@ class Model {
 
   // Logits of the last position of one sequence (generation): [vocab_size].
   virtual std::vector<float> next_logits(std::span<const std::int32_t> tokens, int threads) = 0;
+
+  // A decode session over this model's parameters: `slots` sequences of up
+  // to `context` positions (0: max_seq). The model must outlive it; its
+  // parameters are read as they are at each pass.
+  virtual std::unique_ptr<Decoder> decoder(std::size_t slots, std::size_t context) = 0;
 
   // Activations: kept from the forward for the backward (false, the default),
   // or recomputed block by block just before each block's backward (true:

@@ -205,18 +205,14 @@ class FamilyEngine {
   // Logits of the last position of one sequence (batch 1): the stem and the
   // blocks over every position, the head over the last row only (a row's
   // values never depend on the rows computed with it).
-  std::vector<T> last_logits(const Index* ids, std::size_t seq) {
-    start(1, seq, Mode::Logits);
-    check_tokens(ids, nullptr);
-    ids_ = stage(ids, 0);
-    targets_ = nullptr;
-    forward_pass();
-    std::vector<T> out(V_);
-    if constexpr (requires { k_.copy_to_host(out.data(), s_.logits.data(), V_); })
-      k_.copy_to_host(out.data(), s_.logits.data(), V_);
-    else
-      std::copy(s_.logits.data(), s_.logits.data() + V_, out.data());
-    return out;
+  std::vector<T> last_logits(const Index* ids, std::size_t seq) { return logits_pass(ids, seq, Mode::Logits, true); }
+
+  // Decoding (model/decode.hpp): `rows` token rows whose positions and
+  // attention the kernel set places (its KV cache), the head over the last
+  // row, or over every row with all_rows; returns their logits [1 or rows, V].
+  // The engine calls K::begin_block(l) before block l's steps.
+  std::vector<T> decode_logits(const Index* ids, std::size_t rows, bool all_rows) {
+    return logits_pass(ids, rows, all_rows ? Mode::AllLogits : Mode::Logits, false);
   }
 
   // --- what the handlers read -------------------------------------------------
@@ -238,10 +234,10 @@ class FamilyEngine {
   // The output of block l (the next block's input, or the head's).
   T* block_out(std::size_t l) { return l + 1 < L_ ? acts_[l + 1].x.data() : s_.h.data(); }
   // The head's forward reads rows of h from head_input(): all N rows, or in
-  // Logits mode the last row only (and the loss step does nothing).
-  bool logits_only() const { return mode_ == Mode::Logits; }
-  std::size_t head_rows() const { return logits_only() ? 1 : N_; }
-  const T* head_input() const { return s_.h.data() + (logits_only() ? N_ - 1 : 0) * D_; }
+  // Logits mode the last row only; in both logits modes the loss step does nothing.
+  bool logits_only() const { return mode_ != Mode::Train; }
+  std::size_t head_rows() const { return mode_ == Mode::Logits ? 1 : N_; }
+  const T* head_input() const { return s_.h.data() + (mode_ == Mode::Logits ? N_ - 1 : 0) * D_; }
 
   template <class Op>
   void proj_fwd(std::size_t rows, std::size_t in, std::size_t out, const T* x, const T* w, T* y, Aux& aux) {
@@ -287,7 +283,7 @@ class FamilyEngine {
   Shared s_;
 
  private:
-  enum class Mode { Train, Logits };
+  enum class Mode { Train, Logits, AllLogits };
   using StemHandlers = typename Fam::template StemHandlers<FamilyEngine>;
   using BlockHandlers = typename Fam::template BlockHandlers<FamilyEngine>;
   using HeadHandlers = typename Fam::template HeadHandlers<FamilyEngine>;
@@ -370,9 +366,11 @@ class FamilyEngine {
 
   // --- buffers ----------------------------------------------------------------
   static Lent& lent(LayerActs& a) { return a; }
-  void start(std::size_t batch, std::size_t seq, Mode mode) {
+  // check_seq: seq is a window of positions 0..seq-1 (a decode pass's rows are
+  // placed by its kernel set, which checks their positions).
+  void start(std::size_t batch, std::size_t seq, Mode mode, bool check_seq = true) {
     if (batch == 0 || seq == 0) throw std::invalid_argument("model: batch and seq must be > 0");
-    if (seq > static_cast<std::size_t>(cfg_.max_seq))
+    if (check_seq && seq > static_cast<std::size_t>(cfg_.max_seq))
       throw std::invalid_argument(fmt::format("model: seq {} exceeds max_seq {}", seq, cfg_.max_seq));
     B_ = batch;
     S_ = seq;
@@ -434,10 +432,28 @@ class FamilyEngine {
     Lend& operator=(const Lend&) = delete;
   };
 
+  // A forward pass of batch 1 and `seq` rows that leaves the logits of the
+  // head's rows (head_rows) on the host.
+  std::vector<T> logits_pass(const Index* ids, std::size_t seq, Mode mode, bool check_seq) {
+    start(1, seq, mode, check_seq);
+    check_tokens(ids, nullptr);
+    ids_ = stage(ids, 0);
+    targets_ = nullptr;
+    forward_pass();
+    const std::size_t n = head_rows() * V_;
+    std::vector<T> out(n);
+    if constexpr (requires { k_.copy_to_host(out.data(), s_.logits.data(), n); })
+      k_.copy_to_host(out.data(), s_.logits.data(), n);
+    else
+      std::copy(s_.logits.data(), s_.logits.data() + n, out.data());
+    return out;
+  }
+
   void forward_pass() {
     StemHandlers stem{*this};
     run_forward<typename Fam::Stem>(stem, tracer("forward", "stem", 0));
     for (std::size_t l = 0; l < L_; ++l) {
+      if constexpr (requires { k_.begin_block(l); }) k_.begin_block(l);
       Lend lend(*this, l);
       BlockHandlers b(*this, l);
       run_forward<typename Fam::Block>(b, tracer("forward", "block", l));
@@ -481,12 +497,15 @@ class Engine : public EngineOptions {
   const ModelConfig& config() const {
     return std::visit([](const auto& e) -> const ModelConfig& { return e.cfg_; }, impl_);
   }
-  // FamilyEngine::run and last_logits.
+  // FamilyEngine::run, last_logits and decode_logits.
   T run(const Index* ids, const Index* targets, std::size_t batch, std::size_t seq, bool backward, bool accumulate) {
     return std::visit([&](auto& e) { return e.run(ids, targets, batch, seq, backward, accumulate); }, impl_);
   }
   std::vector<T> last_logits(const Index* ids, std::size_t seq) {
     return std::visit([&](auto& e) { return e.last_logits(ids, seq); }, impl_);
+  }
+  std::vector<T> decode_logits(const Index* ids, std::size_t rows, bool all_rows) {
+    return std::visit([&](auto& e) { return e.decode_logits(ids, rows, all_rows); }, impl_);
   }
 
  private:

@@ -18,7 +18,9 @@
 //                                        acc_d = fma(p, v_jd, acc_d)
 //   o_id = acc_d / l;   lse_i = m + log(l)                  saved: lse [B, Hq, T]
 // A row depends only on keys 0..i, never on the batch, on later keys, or on
-// how many rows are computed together (prefill = decode, bit for bit).
+// how many rows are computed together (prefill = decode, bit for bit): the
+// KV-cache attention of decoding (ops/cached_attention.hpp) runs this very
+// per-query expression (attend) over the cached keys.
 //
 // Canonical backward (flash-attention 2's):
 //   D_i = dot_seq(dO_i, o_i);  P_ij = exp(s_ij - lse_i);  dP_ij = dot_seq(dO_i, v_j)
@@ -228,22 +230,26 @@ struct Attention {
            scale;
   }
 
-  // One output row: o[b, i, h, :] and lse[b, h, i] (a row reads q row i and
-  // key/value rows 0..i of its group only). The live audits recompute single
-  // rows of a device's output with it.
+  // The forward's per-query expression on raw rows: one query q (head_dim
+  // values) over keys j = 0..n_keys-1, key j at k + j·ldkv and its value at
+  // v + j·ldkv (the query head's kv head already chosen): o (head_dim values)
+  // and lse. forward_row below and the KV-cache attention of decoding
+  // (ops/cached_attention.hpp) both run this code: whatever holds the keys,
+  // a query at position i over keys 0..i has one expression (prefill = decode).
   template <class T>
-  static void forward_row(const Config& c, const Inputs<T>& in, std::size_t b, std::size_t h, std::size_t i,
-                          T scale, T* o, T& lse) {
+  static void attend(const Config& c, const T* q, const T* k, const T* v, std::size_t ldkv, std::size_t n_keys,
+                     T scale, T* o, T& lse) {
     using M = Math<T>;
-    const std::size_t Dh = c.head_dim, rep = c.q_heads / c.kv_heads;
+    const std::size_t Dh = c.head_dim;
     std::vector<T> s(c.key_block), acc(Dh, T(0));
     T m = T(0), l = T(0);
-    for (std::size_t j0 = 0; j0 <= i; j0 += c.key_block) {
-      const std::size_t j1 = std::min(j0 + c.key_block, i + 1);
-      T mb = score(c, in, b, h, i, j0, scale);
+    auto score_j = [&](std::size_t j) { return M::dot_seq(q, 1, k + j * ldkv, 1, Dh) * scale; };
+    for (std::size_t j0 = 0; j0 < n_keys; j0 += c.key_block) {
+      const std::size_t j1 = std::min(j0 + c.key_block, n_keys);
+      T mb = score_j(j0);
       s[0] = mb;
       for (std::size_t j = j0 + 1; j < j1; ++j) {
-        s[j - j0] = score(c, in, b, h, i, j, scale);
+        s[j - j0] = score_j(j);
         mb = max2(mb, s[j - j0]);
       }
       if (j0 == 0) {
@@ -258,12 +264,23 @@ struct Attention {
       for (std::size_t j = j0; j < j1; ++j) {
         const T p = M::exp(s[j - j0] - m);
         l = l + p;
-        const T* vj = in.v.ptr() + kvrow(c, b, j, h / rep);
+        const T* vj = v + j * ldkv;
         for (std::size_t d = 0; d < Dh; ++d) acc[d] = M::fma(p, vj[d], acc[d]);
       }
     }
     for (std::size_t d = 0; d < Dh; ++d) o[d] = acc[d] / l;
     lse = m + M::log(l);
+  }
+
+  // One output row: o[b, i, h, :] and lse[b, h, i] (a row reads q row i and
+  // key/value rows 0..i of its group only). The live audits recompute single
+  // rows of a device's output with it.
+  template <class T>
+  static void forward_row(const Config& c, const Inputs<T>& in, std::size_t b, std::size_t h, std::size_t i,
+                          T scale, T* o, T& lse) {
+    const std::size_t g = h / (c.q_heads / c.kv_heads);
+    attend(c, in.q.ptr() + qrow(c, b, i, h), in.k.ptr() + kvrow(c, b, 0, g), in.v.ptr() + kvrow(c, b, 0, g),
+           c.kv_heads * c.head_dim, i + 1, scale, o, lse);
   }
 
   template <class T>

@@ -1,0 +1,142 @@
+// The KV-cache attention of decoding on the device: ops::CachedAttention's
+// float expression (ops::Attention::attend per query over the cached keys),
+// bit for bit with the CPU's (backend/cpu/decode.cpp).
+//
+// One CTA per (query row, head). Every chain has one owner, in the spec's
+// order:
+//   * s_j = dot_seq(q, k_j) · scale: one thread per key of the 64-key block
+//     (its fma chain over d ascending, canonical NaN, as the training kernels);
+//   * the block max (ops::max2's fold in key order), the running m, alpha
+//     and l = l · alpha, then l = l + p in key order: thread 0;
+//   * p_j = exp(s_j - m): the thread of key j;
+//   * acc_d = acc_d · alpha (blocks after the first), then fma(p_j, v_jd,
+//     acc_d) over the block's keys ascending: one thread per d;
+//   * o_d = acc_d / l.
+// Which rows share the launch, how many, and their lengths change no chain.
+#include "lockstep/backend/cuda/decode_launch.hpp"
+
+#include <cuda_runtime.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "lockstep/num/elementary.hpp"
+#include "lockstep/num/fp.hpp"
+#include "lockstep/num/reduce.hpp"
+
+namespace lockstep::cuda::launch {
+namespace {
+
+using num::fma_rn;
+using i64 = long long;
+
+constexpr int kThreads = 128;
+
+struct Args {
+  const float *q, *k, *v;
+  const std::int32_t *slot, *pos;
+  float* o;
+  int Hq, Dh, rep, KB;
+  i64 ctx, kvd, ldq;
+  float scale;
+};
+
+__device__ __forceinline__ float max2(float a, float b) { return a > b ? a : b; }
+
+__global__ void __launch_bounds__(kThreads) cached_attention_kernel(Args a) {
+  extern __shared__ __align__(16) float sm[];
+  float* qs = sm;           // [Dh] the query
+  float* acc = qs + a.Dh;   // [Dh] the accumulators
+  float* s = acc + a.Dh;    // [KB] the block's scores, then its p
+  __shared__ float m_sh, alpha_sh, l_sh;
+  const int h = static_cast<int>(blockIdx.x), r = static_cast<int>(blockIdx.y), tid = static_cast<int>(threadIdx.x);
+  const i64 base = static_cast<i64>(a.slot[r]) * a.ctx * a.kvd + static_cast<i64>(h / a.rep) * a.Dh;
+  const float* kc = a.k + base;
+  const float* vc = a.v + base;
+  const int n = a.pos[r] + 1;
+  for (int d = tid; d < a.Dh; d += kThreads) {
+    qs[d] = a.q[static_cast<i64>(r) * a.ldq + static_cast<i64>(h) * a.Dh + d];
+    acc[d] = 0.0f;
+  }
+  __syncthreads();
+  float m = 0.0f, l = 0.0f;  // thread 0's
+  for (int j0 = 0; j0 < n; j0 += a.KB) {
+    const int nb = j0 + a.KB < n ? a.KB : n - j0;
+    for (int j = tid; j < nb; j += kThreads)
+      s[j] = __fmul_rn(num::reduce::dot_seq(qs, 1, kc + (j0 + j) * a.kvd, 1, static_cast<std::size_t>(a.Dh)), a.scale);
+    __syncthreads();
+    if (tid == 0) {
+      float mb = s[0];
+      for (int j = 1; j < nb; ++j) mb = max2(mb, s[j]);
+      float alpha = 1.0f;
+      if (j0 == 0) {
+        m = mb;
+      } else {
+        const float mn = max2(m, mb);
+        alpha = num::exp(__fsub_rn(m, mn));
+        l = __fmul_rn(l, alpha);
+        m = mn;
+      }
+      m_sh = m;
+      alpha_sh = alpha;
+    }
+    __syncthreads();
+    for (int j = tid; j < nb; j += kThreads) s[j] = num::exp(__fsub_rn(s[j], m_sh));
+    __syncthreads();
+    if (tid == 0)
+      for (int j = 0; j < nb; ++j) l = __fadd_rn(l, s[j]);
+    for (int d = tid; d < a.Dh; d += kThreads) {
+      float x = acc[d];
+      if (j0 > 0) x = __fmul_rn(x, alpha_sh);
+      for (int j = 0; j < nb; ++j) x = fma_rn(s[j], vc[(j0 + j) * a.kvd + d], x);
+      acc[d] = x;
+    }
+    __syncthreads();
+  }
+  if (tid == 0) l_sh = l;
+  __syncthreads();
+  for (int d = tid; d < a.Dh; d += kThreads)
+    a.o[(static_cast<i64>(r) * a.Hq + h) * a.Dh + d] = __fdiv_rn(acc[d], l_sh);
+}
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+
+}  // namespace
+
+void cached_attention(const CachedAttentionShape& s, const float* q, const float* k_cache, const float* v_cache,
+                      const std::int32_t* slot, const std::int32_t* pos, float* o) {
+  if (s.rows == 0) return;
+  if (s.kv_heads == 0 || s.q_heads % s.kv_heads != 0 || s.key_block == 0)
+    throw std::invalid_argument("cached attention: kv_heads must divide q_heads, key_block > 0");
+  Args a{q,
+         k_cache,
+         v_cache,
+         slot,
+         pos,
+         o,
+         static_cast<int>(s.q_heads),
+         static_cast<int>(s.head_dim),
+         static_cast<int>(s.q_heads / s.kv_heads),
+         static_cast<int>(s.key_block),
+         static_cast<i64>(s.ctx),
+         static_cast<i64>(s.kv_heads * s.head_dim),
+         static_cast<i64>(s.ldq),
+         s.scale};
+  const std::size_t smem = (2 * s.head_dim + s.key_block) * sizeof(float);
+  if (smem > 48 * 1024) check(cudaFuncSetAttribute(cached_attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                   static_cast<int>(smem)),
+                              "cached attention: shared memory");
+  cached_attention_kernel<<<dim3(static_cast<unsigned>(s.q_heads), static_cast<unsigned>(s.rows)), kThreads, smem>>>(a);
+  check(cudaGetLastError(), "cached attention launch");
+}
+
+void store_rows(const float* src, std::size_t ld, std::size_t rows, std::size_t width, float* dst) {
+  if (rows == 0) return;
+  check(cudaMemcpy2DAsync(dst, width * sizeof(float), src, ld * sizeof(float), width * sizeof(float), rows,
+                          cudaMemcpyDeviceToDevice, 0),
+        "decode: storing k/v rows in the cache");
+}
+
+}  // namespace lockstep::cuda::launch

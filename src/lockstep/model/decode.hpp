@@ -1,0 +1,304 @@
+// The decode mode of the engine: a KV cache of several sequences, prefill and
+// one-token decode passes, several sequences in one pass.
+//
+// A decode pass is the engine's own forward (transformer.hpp: the family's
+// op lists and handlers, unchanged) over a kernel set DecodeKernels<K> that
+// wraps the model's kernel set K: every kernel is K's, except three forwards
+// whose rows it places:
+//   * RoPE and the learned positions: each segment of rows (a run of one
+//     sequence's tokens) at its own positions (K's kernel with that offset);
+//   * attention: each segment's k and v rows are written into the cache of
+//     its slot at its positions, then each query attends its slot's keys
+//     0..pos. A segment starting at position 0 runs K's training attention
+//     over its own rows (the tiled prefill kernel); any other runs the cached
+//     attention (ops/cached_attention.hpp) over the cache.
+// Both attentions are ops::Attention::attend's expression per query, every
+// other op is row-wise or a matrix product whose order depends on K only, so
+// a token's logits are the same bits whether it came in a prefill, chunk by
+// chunk, or token by token, alone or among other sequences of other lengths,
+// on any thread count (tests/infer/decode_test.cpp).
+//
+// The cache: per layer K and V [slots, ctx, kv_heads·head_dim] floats in K's
+// buffers (host or device); slot s's row j holds position j (after RoPE for
+// the keys). A sequence holds at most ctx <= max_seq positions; a pass that
+// would pass ctx is refused before it runs (nothing changes).
+#pragma once
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <vector>
+
+#include "lockstep/backend/cpu/decode.hpp"
+#include "lockstep/backend/cpu/ops.hpp"
+#include "lockstep/model/model.hpp"
+#include "lockstep/model/transformer.hpp"
+#include "lockstep/ops/cached_attention.hpp"
+
+namespace lockstep::model {
+
+// Where a backend's decode kernels are (specialized per kernel set: the CPU's
+// below, the CUDA one in cuda_model.cpp):
+//   State                                      what a session keeps for them
+//   store_rows(k, src, ld, rows, width, dst)   rows of `width` floats, ld apart,
+//                                              to contiguous rows at dst
+//   attention(k, state, config, args)          ops::CachedAttention::forward
+//                                              (args.slot, args.pos: host arrays)
+template <class K>
+struct DecodeBackend;
+
+template <>
+struct DecodeBackend<cpu::OpKernels> {
+  struct State {};
+  static void store_rows(cpu::OpKernels&, const float* src, std::size_t ld, std::size_t rows, std::size_t width,
+                         float* dst) {
+    cpu::store_rows(src, ld, rows, width, dst);
+  }
+  static void attention(cpu::OpKernels& k, State&, const ops::CachedAttention::Config& c,
+                        const ops::CachedAttention::Args<float>& a) {
+    cpu::cached_attention(c, a, k.threads);
+  }
+};
+
+// A run of one sequence's rows in a pass: slot, the position of its first
+// row, the number of rows.
+struct DecodeSegment {
+  std::size_t slot = 0, pos = 0, rows = 0;
+};
+
+template <class K>
+class DecodeKernels : public ad::KeyedKernels<DecodeKernels<K>, float> {
+ public:
+  using Index = ops::Index;
+  using Aux = typename AuxOf<K>::type;
+  template <class U>
+  using Buffer = typename BufferOf<K, U>::type;
+  using Backend = DecodeBackend<K>;
+
+  DecodeKernels(K& inner, const ModelConfig& cfg, std::size_t slots, std::size_t ctx)
+      : inner_(inner),
+        slots_(slots),
+        ctx_(ctx),
+        hq_(static_cast<std::size_t>(cfg.n_head)),
+        hkv_(static_cast<std::size_t>(cfg.n_kv_head)),
+        dh_(static_cast<std::size_t>(cfg.head_dim)),
+        kvdim_(hkv_ * dh_) {
+    kc_.resize(static_cast<std::size_t>(cfg.n_layer));
+    vc_.resize(kc_.size());
+    for (std::size_t l = 0; l < kc_.size(); ++l) {
+      kc_[l].resize(slots_ * ctx_ * kvdim_);
+      vc_[l].resize(slots_ * ctx_ * kvdim_);
+    }
+  }
+
+  // The next pass's rows, segment after segment (DecodeSession sets them).
+  std::vector<DecodeSegment> segments;
+
+  void begin_forward() { inner_.begin_forward(); }
+  void begin_block(std::size_t l) { layer_ = l; }
+  void add_into(std::size_t n, float* acc, const float* x) { inner_.add_into(n, acc, x); }
+  const Index* stage_indices(const Index* host, std::size_t n, int slot)
+    requires requires(K& k) { k.stage_indices(host, n, slot); }
+  {
+    return inner_.stage_indices(host, n, slot);
+  }
+  void copy_to_host(float* host, const float* dev, std::size_t n)
+    requires requires(K& k) { k.copy_to_host(host, dev, n); }
+  {
+    inner_.copy_to_host(host, dev, n);
+  }
+
+  // Every kernel is K's ...
+  template <class C, class A, class... X>
+    requires requires(K& k, const C& c, const A& a, X&... x) { k.run(c, a, x...); }
+  void run(const C& c, const A& a, X&... x) {
+    inner_.run(c, a, x...);
+  }
+  // ... but these three forwards, whose rows the segments place.
+  void run(const ops::Rope::Config& c, const ops::Rope::FwdArgs<float>& a) {
+    std::size_t row = 0;
+    const std::size_t w = c.heads * c.head_dim;
+    for (const DecodeSegment& s : segments) {
+      ops::Rope::Config sc = c;
+      sc.batch = 1;
+      sc.seq = s.rows;
+      sc.offset = s.pos;
+      inner_.run(sc, ops::Rope::FwdArgs<float>{.x = a.x + row * w, .y = a.y + row * w});
+      row += s.rows;
+    }
+  }
+  void run(const ops::LearnedPositions::Config& c, const ops::LearnedPositions::FwdArgs<float>& a) {
+    std::size_t row = 0;
+    for (const DecodeSegment& s : segments) {
+      ops::LearnedPositions::Config sc = c;
+      sc.batch = 1;
+      sc.seq = s.rows;
+      sc.offset = s.pos;
+      inner_.run(sc, ops::LearnedPositions::FwdArgs<float>{
+                         .x = a.x + row * c.dim, .wpe = a.wpe, .y = a.y + row * c.dim});
+      row += s.rows;
+    }
+  }
+  void run(const ops::Attention::Config& c, const ops::Attention::FwdArgs<float>& a) {
+    const std::size_t qw = hq_ * dh_;
+    float* kc = kc_[layer_].data();
+    float* vc = vc_[layer_].data();
+    std::size_t row = 0;
+    // The cache first: every segment's keys and values at its positions.
+    for (const DecodeSegment& s : segments) {
+      const std::size_t at = (s.slot * ctx_ + s.pos) * kvdim_;
+      Backend::store_rows(inner_, a.k + row * a.ldkv, a.ldkv, s.rows, kvdim_, kc + at);
+      Backend::store_rows(inner_, a.v + row * a.ldkv, a.ldkv, s.rows, kvdim_, vc + at);
+      row += s.rows;
+    }
+    // Then the queries: a segment from position 0 over its own rows (K's
+    // attention); the rest, in runs of adjacent segments, over the cache.
+    row = 0;
+    slot_.clear();
+    pos_.clear();
+    std::size_t run_start = 0;
+    auto flush = [&] {
+      if (slot_.empty()) return;
+      const ops::CachedAttention::Config cc{slot_.size(), hq_, hkv_, dh_, slots_, ctx_, c.key_block};
+      Backend::attention(inner_, state_, cc,
+                         {.q = a.q + run_start * a.ldq, .ldq = a.ldq, .k_cache = kc, .v_cache = vc,
+                          .slot = slot_.data(), .pos = pos_.data(), .o = a.o + run_start * qw});
+      slot_.clear();
+      pos_.clear();
+    };
+    for (const DecodeSegment& s : segments) {
+      if (s.pos == 0) {
+        flush();
+        ops::Attention::Config sc = c;
+        sc.batch = 1;
+        sc.seq = s.rows;
+        inner_.run(sc, ops::Attention::FwdArgs<float>{.q = a.q + row * a.ldq, .ldq = a.ldq, .k = a.k + row * a.ldkv,
+                                                      .v = a.v + row * a.ldkv, .ldkv = a.ldkv, .o = a.o + row * qw,
+                                                      .lse = a.lse + row * hq_});
+      } else {
+        if (slot_.empty()) run_start = row;
+        for (std::size_t r = 0; r < s.rows; ++r) {
+          slot_.push_back(static_cast<std::int32_t>(s.slot));
+          pos_.push_back(static_cast<std::int32_t>(s.pos + r));
+        }
+      }
+      row += s.rows;
+    }
+    flush();
+  }
+
+  std::size_t slots() const { return slots_; }
+  std::size_t context() const { return ctx_; }
+
+ private:
+  K& inner_;
+  std::size_t slots_, ctx_, hq_, hkv_, dh_, kvdim_;
+  std::size_t layer_ = 0;
+  std::vector<Buffer<float>> kc_, vc_;
+  std::vector<std::int32_t> slot_, pos_;
+  typename Backend::State state_;
+};
+
+// A decode session (model.hpp's Decoder) over a model's kernel set K and the
+// parameters its engine reads (PT). before_pass(threads) is the model's own
+// check-and-sync before a pass (runnable dtypes, parameters where K reads
+// them, the thread count).
+template <class K, class PT, class BeforePass>
+class DecodeSession final : public Decoder {
+ public:
+  DecodeSession(const ModelConfig& cfg, std::vector<PT>& params, K& kernels, std::size_t slots, std::size_t ctx,
+                BeforePass before_pass)
+      : cfg_(cfg),
+        dk_(kernels, cfg, check_slots(slots), check_ctx(cfg, ctx)),
+        engine_(cfg, params, dk_),
+        len_(slots, 0),
+        before_pass_(std::move(before_pass)) {}
+
+  std::size_t slots() const override { return dk_.slots(); }
+  std::size_t context() const override { return dk_.context(); }
+  std::size_t length(std::size_t slot) const override { return len_.at(check_slot(slot)); }
+  void clear(std::size_t slot) override { len_.at(check_slot(slot)) = 0; }
+  void set_prefill_chunk(std::size_t rows) override {
+    if (rows == 0) throw std::invalid_argument("decode: the prefill chunk must be > 0 tokens");
+    chunk_ = rows;
+  }
+
+  std::vector<float> prefill(std::size_t slot, std::span<const std::int32_t> tokens, bool all_rows,
+                             int threads) override {
+    check_slot(slot);
+    if (tokens.empty()) throw std::invalid_argument("decode: prefill of no tokens");
+    check_room(slot, tokens.size());
+    before_pass_(threads);
+    std::vector<float> out;
+    for (std::size_t at = 0; at < tokens.size(); at += chunk_) {
+      const std::size_t n = std::min(chunk_, tokens.size() - at);
+      dk_.segments = {{slot, len_[slot], n}};
+      const bool last = at + n == tokens.size();
+      std::vector<float> logits = engine_.decode_logits(tokens.data() + at, n, all_rows);
+      len_[slot] += n;
+      if (all_rows)
+        out.insert(out.end(), logits.begin(), logits.end());
+      else if (last)
+        out = std::move(logits);
+    }
+    return out;
+  }
+
+  std::vector<float> decode(std::span<const std::size_t> slots, std::span<const std::int32_t> tokens,
+                            int threads) override {
+    if (slots.empty() || slots.size() != tokens.size())
+      throw std::invalid_argument(fmt::format("decode: {} slots and {} tokens (one token per slot, at least one)",
+                                              slots.size(), tokens.size()));
+    std::vector<bool> seen(len_.size(), false);
+    for (std::size_t s : slots) {
+      check_slot(s);
+      if (seen[s]) throw std::invalid_argument(fmt::format("decode: slot {} listed twice in one pass", s));
+      seen[s] = true;
+      check_room(s, 1);
+    }
+    before_pass_(threads);
+    dk_.segments.clear();
+    for (std::size_t s : slots) dk_.segments.push_back({s, len_[s], 1});
+    std::vector<float> logits = engine_.decode_logits(tokens.data(), tokens.size(), true);
+    for (std::size_t s : slots) ++len_[s];
+    return logits;
+  }
+
+ private:
+  static std::size_t check_slots(std::size_t slots) {
+    if (slots == 0) throw std::invalid_argument("decode: at least one sequence slot");
+    return slots;
+  }
+  static std::size_t check_ctx(const ModelConfig& cfg, std::size_t ctx) {
+    const auto max = static_cast<std::size_t>(cfg.max_seq);
+    if (ctx == 0) return max;
+    if (ctx > max)
+      throw std::invalid_argument(fmt::format("decode: a context of {} positions exceeds the model's max_seq {}", ctx,
+                                              max));
+    return ctx;
+  }
+  std::size_t check_slot(std::size_t slot) const {
+    if (slot >= len_.size())
+      throw std::out_of_range(fmt::format("decode: slot {} of a session of {} slots", slot, len_.size()));
+    return slot;
+  }
+  void check_room(std::size_t slot, std::size_t n) const {
+    if (len_[slot] + n > context())
+      throw std::length_error(fmt::format("decode: slot {} holds {} tokens; {} more exceed its context of {} positions",
+                                          slot, len_[slot], n, context()));
+  }
+
+  ModelConfig cfg_;
+  DecodeKernels<K> dk_;
+  Engine<float, DecodeKernels<K>, PT> engine_;
+  std::vector<std::size_t> len_;
+  std::size_t chunk_ = 256;
+  BeforePass before_pass_;
+};
+
+}  // namespace lockstep::model
