@@ -1,0 +1,235 @@
+// The int8 GEMM implementations: scalar, AVX-512 VNNI, AMX-INT8.
+//
+// The SIMD kernels carry target attributes instead of relying on -march, so
+// the library builds (and the scalar path runs) with LOCKSTEP_NATIVE=OFF on
+// any x86-64; whether a kernel may run is decided at run time from cpuid
+// (int8_gemm.cpp), never from the compile flags.
+//
+// Exactness. Every product of two codes in [-127, 127] is at most 16129 < 2^14
+// in magnitude, so every partial sum of at most kMaxQuantK = 131071 of them is
+// inside int32: integer addition is associative, and the order in which a
+// kernel adds its products cannot change the result.
+//
+// VNNI: vpdpbusd multiplies UNSIGNED bytes by signed bytes (4 products summed
+// into each int32 lane, no saturation). We feed it u = a + 128 (a ^ 0x80 as a
+// byte, in [1, 255]) and B as it is, and subtract the correction:
+//   Σ_k a_k b_k = Σ_k u_k b_k − 128 · Σ_k b_k.
+// Σ u·b can reach 255·127·131071 ≈ 4.2e9 and leave int32, but vpdpbusd wraps
+// (mod 2^32) and so does the correction's subtraction (vpsubd): the result is
+// exact mod 2^32, and the true value lies in int32, so it is the true value.
+// (The saturating vpdpbusds would NOT be exact: the gate's ±127 cases at K
+// near the bound catch it.) We chose this over vpdpwssd on codes widened to
+// int16, which needs no offset, because vpdpbusd does 64 multiply-adds per
+// instruction against vpdpwssd's 32 and needs no widening shuffles; the
+// correction is one vector subtraction per output vector, and Σ_k b_k is
+// computed once per column.
+//
+// AMX: tdpbssd multiplies signed bytes by signed bytes, accumulating in int32
+// tiles (16 rows × 16 int32); no offset. The B tile wants the same layout as
+// the VNNI kernel's packed B (k in quads, 16 columns × 4 bytes per row), so
+// one packing routine serves both.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "lockstep/backend/cpu/int8_gemm.hpp"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define LOCKSTEP_INT8_X86 1
+#include <immintrin.h>
+#endif
+
+namespace lockstep::cpu::int8 {
+namespace {
+
+void scalar_kernel(const std::int8_t* A, const std::int8_t* B, std::int32_t* C, std::size_t N, std::size_t M,
+                   std::size_t K, std::size_t ldc) {
+  for (std::size_t n = 0; n < N; ++n) {
+    const std::int8_t* a = A + n * K;
+    for (std::size_t m = 0; m < M; ++m) {
+      const std::int8_t* b = B + m * K;
+      std::int32_t s = 0;
+      for (std::size_t k = 0; k < K; ++k) s += static_cast<std::int32_t>(a[k]) * static_cast<std::int32_t>(b[k]);
+      C[n * ldc + m] = s;
+    }
+  }
+}
+
+#if defined(LOCKSTEP_INT8_X86)
+constexpr std::size_t kPanel = 16;  // columns per packed panel (one zmm of int32, one AMX B tile)
+
+// B [M, K] packed into panels of 16 columns, k in quads:
+//   Bp[((p * quads + q) * 16 + j) * 4 + t] = B[(p*16 + j) * K + 4q + t]  (0 outside B)
+// `panels` may exceed ceil(M / 16) (zero panels round the count up to a
+// multiple of a kernel's register block); `quads` >= ceil(K / 4).
+std::vector<std::int8_t> pack_b(const std::int8_t* B, std::size_t M, std::size_t K, std::size_t panels,
+                                std::size_t quads) {
+  std::vector<std::int8_t> bp(panels * quads * kPanel * 4, 0);
+  for (std::size_t m = 0; m < M; ++m) {
+    const std::size_t p = m / kPanel, j = m % kPanel;
+    const std::int8_t* b = B + m * K;
+    std::int8_t* dst = bp.data() + (p * quads * kPanel + j) * 4;
+    for (std::size_t k = 0; k < K; ++k) dst[(k / 4) * kPanel * 4 + k % 4] = b[k];
+  }
+  return bp;
+}
+
+// ---------------------------------------------------------------------------
+// AVX-512 VNNI: a register tile of R rows × NV panels (R·NV zmm accumulators),
+// A offset by +128 while it is packed (Ap: row-major, K padded to quads).
+// ---------------------------------------------------------------------------
+#define LOCKSTEP_VNNI_TARGET __attribute__((target("avx512f,avx512bw,avx512vnni")))
+constexpr std::size_t kVnniRows = 6, kVnniPanels = 4;  // 24 accumulators + 4 B vectors of 32 zmm
+
+template <std::size_t R>
+LOCKSTEP_VNNI_TARGET void vnni_tile(const std::int8_t* Ap, std::size_t lda, const std::int8_t* Bp,
+                                    std::size_t quads, const std::int32_t* corr128, std::size_t m0, std::size_t mn,
+                                    std::int32_t* C, std::size_t ldc) {
+  __m512i acc[R][kVnniPanels];
+  for (std::size_t r = 0; r < R; ++r)
+    for (std::size_t v = 0; v < kVnniPanels; ++v) acc[r][v] = _mm512_setzero_si512();
+  const std::size_t panel_stride = quads * kPanel * 4;
+  for (std::size_t q = 0; q < quads; ++q) {
+    __m512i bv[kVnniPanels];
+#pragma GCC unroll 4
+    for (std::size_t v = 0; v < kVnniPanels; ++v) bv[v] = _mm512_loadu_si512(Bp + v * panel_stride + q * kPanel * 4);
+#pragma GCC unroll 6
+    for (std::size_t r = 0; r < R; ++r) {
+      std::int32_t quad;
+      std::memcpy(&quad, Ap + r * lda + q * 4, 4);
+      const __m512i a = _mm512_set1_epi32(quad);
+#pragma GCC unroll 4
+      for (std::size_t v = 0; v < kVnniPanels; ++v) acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], a, bv[v]);
+    }
+  }
+  // C = Σ u·b − 128·Σ b, both wrapping (see the top of the file).
+  for (std::size_t v = 0; v < kVnniPanels; ++v) {
+    const std::size_t c0 = v * kPanel;
+    if (c0 >= mn) break;
+    const std::size_t cols = std::min(kPanel, mn - c0);
+    const __mmask16 mask = static_cast<__mmask16>((1u << cols) - 1u);
+    const __m512i corr = _mm512_maskz_loadu_epi32(mask, corr128 + m0 + c0);
+    for (std::size_t r = 0; r < R; ++r)
+      _mm512_mask_storeu_epi32(C + r * ldc + c0, mask, _mm512_sub_epi32(acc[r][v], corr));
+  }
+}
+
+void vnni_kernel(const std::int8_t* A, const std::int8_t* B, std::int32_t* C, std::size_t N, std::size_t M,
+                 std::size_t K, std::size_t ldc) {
+  if (N == 0 || M == 0) return;
+  const std::size_t quads = (K + 3) / 4, lda = quads * 4;
+  const std::size_t groups = (M + kPanel * kVnniPanels - 1) / (kPanel * kVnniPanels);
+  const std::vector<std::int8_t> bp = pack_b(B, M, K, groups * kVnniPanels, quads);
+  // The correction 128·Σ_k b: |128·Σ b| <= 128·127·131071 = 2130690176 < 2^31.
+  std::vector<std::int32_t> corr128(groups * kVnniPanels * kPanel, 0);
+  for (std::size_t m = 0; m < M; ++m) {
+    std::int32_t s = 0;
+    for (std::size_t k = 0; k < K; ++k) s += B[m * K + k];
+    corr128[m] = 128 * s;
+  }
+  // u = a + 128 as an unsigned byte is a ^ 0x80; the padding (u = 0) meets B's zero padding.
+  std::vector<std::int8_t> ap(N * lda, 0);
+  for (std::size_t n = 0; n < N; ++n)
+    for (std::size_t k = 0; k < K; ++k)
+      ap[n * lda + k] = static_cast<std::int8_t>(static_cast<std::uint8_t>(A[n * K + k]) ^ 0x80u);
+  const std::size_t panel_stride = quads * kPanel * 4;
+  for (std::size_t g = 0; g < groups; ++g) {
+    const std::size_t m0 = g * kPanel * kVnniPanels, mn = std::min(kPanel * kVnniPanels, M - m0);
+    const std::int8_t* bg = bp.data() + g * kVnniPanels * panel_stride;
+    std::size_t n = 0;
+    for (; n + kVnniRows <= N; n += kVnniRows)
+      vnni_tile<kVnniRows>(ap.data() + n * lda, lda, bg, quads, corr128.data(), m0, mn, C + n * ldc + m0, ldc);
+    for (; n < N; ++n) vnni_tile<1>(ap.data() + n * lda, lda, bg, quads, corr128.data(), m0, mn, C + n * ldc + m0, ldc);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// AMX-INT8: a 32 × 32 block of C in four accumulator tiles (tmm0..3), two A
+// tiles (tmm4, 5: 16 rows × 64 k) and two B tiles (tmm6, 7: 16 k-quads × 16
+// columns × 4). A is packed with zeros to rows in 32s and K in 64s.
+// ---------------------------------------------------------------------------
+#define LOCKSTEP_AMX_TARGET __attribute__((target("amx-tile,amx-int8")))
+constexpr std::size_t kTile = 16, kTileK = 64;
+
+struct alignas(64) TileConfig {
+  std::uint8_t palette_id = 1;
+  std::uint8_t start_row = 0;
+  std::uint8_t reserved[14] = {};
+  std::uint16_t colsb[16] = {};  // bytes per row of each tile
+  std::uint8_t rows[16] = {};
+};
+static_assert(sizeof(TileConfig) == 64);
+
+LOCKSTEP_AMX_TARGET void amx_blocks(const std::int8_t* ap, std::size_t lda, const std::int8_t* bp, std::size_t quads,
+                                    std::size_t N, std::size_t M, std::int32_t* C, std::size_t ldc) {
+  TileConfig cfg;
+  for (int t = 0; t < 8; ++t) {
+    cfg.colsb[t] = 64;  // C: 16 int32; A: 64 bytes of k; B: 16 columns × 4 bytes
+    cfg.rows[t] = 16;   // C and A: 16 rows; B: 16 k-quads
+  }
+  _tile_loadconfig(&cfg);
+  alignas(64) std::int32_t out[kTile * kTile];
+  const std::size_t panel_stride = quads * kPanel * 4;
+  for (std::size_t n0 = 0; n0 < N; n0 += 2 * kTile) {
+    for (std::size_t m0 = 0; m0 < M; m0 += 2 * kTile) {
+      _tile_zero(0);
+      _tile_zero(1);
+      _tile_zero(2);
+      _tile_zero(3);
+      const std::int8_t* a0 = ap + n0 * lda;
+      const std::int8_t* b0 = bp + (m0 / kPanel) * panel_stride;
+      for (std::size_t k0 = 0; k0 < lda; k0 += kTileK) {
+        _tile_loadd(4, a0 + k0, lda);
+        _tile_loadd(5, a0 + kTile * lda + k0, lda);
+        _tile_loadd(6, b0 + k0 * kPanel, 64);
+        _tile_loadd(7, b0 + panel_stride + k0 * kPanel, 64);
+        _tile_dpbssd(0, 4, 6);
+        _tile_dpbssd(1, 4, 7);
+        _tile_dpbssd(2, 5, 6);
+        _tile_dpbssd(3, 5, 7);
+      }
+      // Each tile through a small buffer: only the cells inside C are written.
+      for (int t = 0; t < 4; ++t) {
+        const std::size_t r0 = n0 + static_cast<std::size_t>(t / 2) * kTile;
+        const std::size_t c0 = m0 + static_cast<std::size_t>(t % 2) * kTile;
+        if (r0 >= N || c0 >= M) continue;
+        switch (t) {
+          case 0: _tile_stored(0, out, 64); break;
+          case 1: _tile_stored(1, out, 64); break;
+          case 2: _tile_stored(2, out, 64); break;
+          default: _tile_stored(3, out, 64); break;
+        }
+        const std::size_t rn = std::min(kTile, N - r0), cn = std::min(kTile, M - c0);
+        for (std::size_t r = 0; r < rn; ++r) std::memcpy(C + (r0 + r) * ldc + c0, out + r * kTile, cn * 4);
+      }
+    }
+  }
+  _tile_release();
+}
+
+void amx_kernel(const std::int8_t* A, const std::int8_t* B, std::int32_t* C, std::size_t N, std::size_t M,
+                std::size_t K, std::size_t ldc) {
+  if (N == 0 || M == 0) return;
+  const std::size_t lda = (K + kTileK - 1) / kTileK * kTileK, quads = lda / 4;
+  const std::size_t rows = (N + 2 * kTile - 1) / (2 * kTile) * (2 * kTile);
+  const std::size_t panels = (M + 2 * kPanel - 1) / (2 * kPanel) * 2;
+  const std::vector<std::int8_t> bp = pack_b(B, M, K, panels, quads);
+  std::vector<std::int8_t> ap(rows * lda, 0);
+  for (std::size_t n = 0; n < N; ++n) std::memcpy(ap.data() + n * lda, A + n * K, K);
+  amx_blocks(ap.data(), lda, bp.data(), quads, N, M, C, ldc);
+}
+#endif  // LOCKSTEP_INT8_X86
+
+}  // namespace
+
+Impl scalar_impl() { return {"scalar", scalar_kernel}; }
+
+#if defined(LOCKSTEP_INT8_X86)
+Impl vnni_impl() { return {"vnni", vnni_kernel}; }
+Impl amx_impl() { return {"amx", amx_kernel}; }
+#else
+Impl vnni_impl() { return {"vnni", nullptr}; }
+Impl amx_impl() { return {"amx", nullptr}; }
+#endif
+
+}  // namespace lockstep::cpu::int8
