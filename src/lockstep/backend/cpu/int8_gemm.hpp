@@ -52,6 +52,9 @@ Impl scalar_impl();  // the reference: one int32 dot product per cell
 // 128·Σ_k B[m, k] per column, in wrapping int32 (int8_gemm_kernels.cpp says why
 // that is exact).
 Impl vnni_impl();
+// VNNI for few rows: no packing, one dot product per cell (the offset on B,
+// corrected by 128·Σ_k A[n, k] per row).
+Impl vnni_dot_impl();
 // AMX-INT8 tiles (tdpbssd, s8×s8 directly). The caller must hold the tile
 // permission (probe_machine asks for it) and the CPU must have amx_int8.
 Impl amx_impl();

@@ -65,11 +65,16 @@ constexpr std::size_t kPanel = 16;  // columns per packed panel (one zmm of int3
 std::vector<std::int8_t> pack_b(const std::int8_t* B, std::size_t M, std::size_t K, std::size_t panels,
                                 std::size_t quads) {
   std::vector<std::int8_t> bp(panels * quads * kPanel * 4, 0);
-  for (std::size_t m = 0; m < M; ++m) {
-    const std::size_t p = m / kPanel, j = m % kPanel;
-    const std::int8_t* b = B + m * K;
-    std::int8_t* dst = bp.data() + (p * quads * kPanel + j) * 4;
-    for (std::size_t k = 0; k < K; ++k) dst[(k / 4) * kPanel * 4 + k % 4] = b[k];
+  const std::size_t whole = K / 4, rest = K % 4;
+  for (std::size_t p = 0; p * kPanel < M; ++p) {
+    const std::size_t cols = std::min(kPanel, M - p * kPanel);
+    std::int8_t* dst = bp.data() + p * quads * kPanel * 4;
+    // Writes run contiguously; each quad is one 4-byte copy from one of 16 rows.
+    for (std::size_t q = 0; q < whole; ++q)
+      for (std::size_t j = 0; j < cols; ++j) std::memcpy(dst + (q * kPanel + j) * 4, B + (p * kPanel + j) * K + 4 * q, 4);
+    if (rest != 0)
+      for (std::size_t j = 0; j < cols; ++j)
+        std::memcpy(dst + (whole * kPanel + j) * 4, B + (p * kPanel + j) * K + 4 * whole, rest);
   }
   return bp;
 }
@@ -140,6 +145,69 @@ void vnni_kernel(const std::int8_t* A, const std::int8_t* B, std::int32_t* C, st
     for (; n + kVnniRows <= N; n += kVnniRows)
       vnni_tile<kVnniRows>(ap.data() + n * lda, lda, bg, quads, corr128.data(), m0, mn, C + n * ldc + m0, ldc);
     for (; n < N; ++n) vnni_tile<1>(ap.data() + n * lda, lda, bg, quads, corr128.data(), m0, mn, C + n * ldc + m0, ldc);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// AVX-512 VNNI for few rows (a decode step), without packing: each cell is a
+// dot product over K in 64-byte chunks; the offset goes on B this time
+// (u = b ^ 0x80, corrected by 128·Σ_k a[n, k] per row, computed once), and up
+// to kDotRows rows share each chunk of B.
+// ---------------------------------------------------------------------------
+constexpr std::size_t kDotRows = 4;
+
+LOCKSTEP_VNNI_TARGET std::uint32_t lane_sum(__m512i v) {  // wrapping, like the lanes
+  // Through memory: GCC 12's 512->256 extract intrinsics trip -Wmaybe-uninitialized.
+  alignas(64) std::uint32_t lanes[16];
+  _mm512_store_si512(lanes, v);
+  std::uint32_t s = 0;
+  for (std::uint32_t x : lanes) s += x;
+  return s;
+}
+
+template <std::size_t R>
+LOCKSTEP_VNNI_TARGET void vnni_dot_rows(const std::int8_t* A, const std::int8_t* B, std::int32_t* C, std::size_t M,
+                                        std::size_t K, std::size_t ldc, const std::int32_t* corr128) {
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  const std::size_t whole = K / 64, rest = K % 64;
+  // Bytes past K load as 0: B's become u = 128, A's stay 0, their product 0.
+  const __mmask64 tail = rest != 0 ? (~0ull >> (64 - rest)) : 0;
+  for (std::size_t m = 0; m < M; ++m) {
+    const std::int8_t* b = B + m * K;
+    __m512i acc[R];
+    for (std::size_t r = 0; r < R; ++r) acc[r] = _mm512_setzero_si512();
+    for (std::size_t c = 0; c < whole; ++c) {
+      const __m512i bu = _mm512_xor_si512(_mm512_loadu_si512(b + 64 * c), flip);
+#pragma GCC unroll 4
+      for (std::size_t r = 0; r < R; ++r)
+        acc[r] = _mm512_dpbusd_epi32(acc[r], bu, _mm512_loadu_si512(A + r * K + 64 * c));
+    }
+    if (rest != 0) {
+      const __m512i bu = _mm512_xor_si512(_mm512_maskz_loadu_epi8(tail, b + 64 * whole), flip);
+      for (std::size_t r = 0; r < R; ++r)
+        acc[r] = _mm512_dpbusd_epi32(acc[r], bu, _mm512_maskz_loadu_epi8(tail, A + r * K + 64 * whole));
+    }
+    for (std::size_t r = 0; r < R; ++r)
+      C[r * ldc + m] = static_cast<std::int32_t>(lane_sum(acc[r]) - static_cast<std::uint32_t>(corr128[r]));
+  }
+}
+
+void vnni_dot_kernel(const std::int8_t* A, const std::int8_t* B, std::int32_t* C, std::size_t N, std::size_t M,
+                     std::size_t K, std::size_t ldc) {
+  std::vector<std::int32_t> corr128(N);  // |128·Σ a| < 2^31, as for the packed kernel's Σ b
+  for (std::size_t n = 0; n < N; ++n) {
+    std::int32_t s = 0;
+    for (std::size_t k = 0; k < K; ++k) s += A[n * K + k];
+    corr128[n] = 128 * s;
+  }
+  std::size_t n = 0;
+  for (; n + kDotRows <= N; n += kDotRows)
+    vnni_dot_rows<kDotRows>(A + n * K, B, C + n * ldc, M, K, ldc, corr128.data() + n);
+  switch (N - n) {
+    case 3: vnni_dot_rows<3>(A + n * K, B, C + n * ldc, M, K, ldc, corr128.data() + n); break;
+    case 2: vnni_dot_rows<2>(A + n * K, B, C + n * ldc, M, K, ldc, corr128.data() + n); break;
+    case 1: vnni_dot_rows<1>(A + n * K, B, C + n * ldc, M, K, ldc, corr128.data() + n); break;
+    default: break;
   }
 }
 
@@ -226,9 +294,11 @@ Impl scalar_impl() { return {"scalar", scalar_kernel}; }
 
 #if defined(LOCKSTEP_INT8_X86)
 Impl vnni_impl() { return {"vnni", vnni_kernel}; }
+Impl vnni_dot_impl() { return {"vnni-dot", vnni_dot_kernel}; }
 Impl amx_impl() { return {"amx", amx_kernel}; }
 #else
 Impl vnni_impl() { return {"vnni", nullptr}; }
+Impl vnni_dot_impl() { return {"vnni-dot", nullptr}; }
 Impl amx_impl() { return {"amx", nullptr}; }
 #endif
 
