@@ -34,6 +34,13 @@ std::string shape(std::size_t n, std::size_t m, std::size_t k) {
 }
 
 std::vector<int8::Impl> machine_impls() { return int8::candidates_for(int8::probe_machine()).impls; }
+// What this machine runs, plus the AMX kernel on emulated tiles (its packing,
+// padding and blocking, on any machine).
+std::vector<int8::Impl> tested_impls() {
+  auto impls = machine_impls();
+  impls.push_back(int8::amx_emulated_impl());
+  return impls;
+}
 
 // Planted wrong implementations. Each is right on most inputs.
 void skips_last_k(const std::int8_t* A, const std::int8_t* B, std::int32_t* C, std::size_t N, std::size_t M,
@@ -97,7 +104,7 @@ TEST(Int8Gemm, EveryImplementationEqualsTheSpecOnRandomRaggedShapes) {
   SCOPED_TRACE("LOCKSTEP_SEED=" + std::to_string(seed));
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<std::size_t> nm(1, 70), kd(0, 600);
-  const auto impls = machine_impls();
+  const auto impls = tested_impls();
   for (int trial = 0; trial < 40; ++trial) {
     const std::size_t n = nm(rng), m = nm(rng), k = trial == 0 ? 0 : kd(rng);
     const auto a = codes(n * k, rng), b = codes(m * k, rng);
@@ -136,7 +143,7 @@ TEST(Int8Gemm, ExtremeCodesAtTheBoundAreExact) {
   const std::size_t n = 2, m = 3, k = lockstep::ops::kMaxQuantK;
   std::vector<std::int8_t> a(n * k, 127), b(m * k, 127);
   std::fill(b.begin() + static_cast<long>(k), b.begin() + static_cast<long>(2 * k), std::int8_t{-127});
-  for (const auto& impl : machine_impls()) {
+  for (const auto& impl : tested_impls()) {
     std::vector<std::int32_t> c(n * m, 0);
     int8::run(impl.kernel, a.data(), b.data(), c.data(), n, m, k, 2);
     for (std::size_t r = 0; r < n; ++r) {
@@ -148,7 +155,7 @@ TEST(Int8Gemm, ExtremeCodesAtTheBoundAreExact) {
 }
 
 TEST(Int8Gemm, TheGatePassesEveryImplementationOfThisMachine) {
-  for (const auto& impl : machine_impls())
+  for (const auto& impl : tested_impls())
     for (int threads : {1, 2}) {
       const auto g = int8::gate(impl.kernel, threads);
       EXPECT_TRUE(g.passed) << impl.name << ": " << g.failure;
@@ -242,4 +249,22 @@ TEST(Int8Gemm, RefusesKBeyondTheExactBoundNamingTheShape) {
   for (const auto& impl : machine_impls())
     EXPECT_THROW(int8::run(impl.kernel, &a, &b, &c, 2, 3, 131072, 1), std::invalid_argument) << impl.name;
   // K = 131071 itself is allowed (the extreme-codes test runs it).
+}
+
+TEST(Int8Gemm, TheAmxTilesWhereTheCpuHasThem) {
+  const int8::Machine m = int8::probe_machine();
+  if (!m.amx_cpu) GTEST_SKIP() << "this CPU has no amx_int8 (the AMX kernel runs on emulated tiles above)";
+  ASSERT_TRUE(m.amx_permitted) << "the kernel refused the AMX tile permission (arch_prctl ARCH_REQ_XCOMP_PERM)";
+  const auto g = int8::gate(int8::amx_impl().kernel, 2);
+  EXPECT_TRUE(g.passed) << g.failure;
+  std::mt19937_64 rng(lockstep::ad::seed_from_env());
+  for (int trial = 0; trial < 10; ++trial) {
+    const std::size_t n = 1 + rng() % 100, mm = 1 + rng() % 100, k = rng() % 2000;
+    const auto a = codes(n * k, rng), b = codes(mm * k, rng);
+    std::vector<std::int32_t> hw(n * mm), emu(n * mm);
+    int8::run(int8::amx_impl().kernel, a.data(), b.data(), hw.data(), n, mm, k, 2);
+    int8::run(int8::amx_emulated_impl().kernel, a.data(), b.data(), emu.data(), n, mm, k, 2);
+    ASSERT_EQ(hw, emu) << shape(n, mm, k);
+    ASSERT_EQ(hw, lockstep::ops::int8_matmul_nt(a, b, n, mm, k)) << shape(n, mm, k);
+  }
 }

@@ -58,6 +58,10 @@ Impl vnni_dot_impl();
 // AMX-INT8 tiles (tdpbssd, s8×s8 directly). The caller must hold the tile
 // permission (probe_machine asks for it) and the CPU must have amx_int8.
 Impl amx_impl();
+// The AMX kernel with the tile instructions emulated in C++ (Intel's
+// pseudo-code): its packing, padding and blocking, testable without AMX.
+// Slow; never a candidate.
+Impl amx_emulated_impl();
 
 // What this machine offers, from cpuid and the kernel, not from compile flags.
 struct Machine {

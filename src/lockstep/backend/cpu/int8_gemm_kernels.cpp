@@ -243,9 +243,7 @@ void vnni_dot_kernel(const std::int8_t* A, const std::int8_t* B, std::int32_t* C
 }
 
 // ---------------------------------------------------------------------------
-// AMX-INT8: a 32 × 32 block of C in four accumulator tiles (tmm0..3), two A
-// tiles (tmm4, 5: 16 rows × 64 k) and two B tiles (tmm6, 7: 16 k-quads × 16
-// columns × 4). A is packed with zeros to rows in 32s and K in 64s.
+// AMX-INT8 tiles (tdpbssd: s8 × s8, int32 accumulators).
 // ---------------------------------------------------------------------------
 #define LOCKSTEP_AMX_TARGET __attribute__((target("amx-tile,amx-int8")))
 constexpr std::size_t kTile = 16, kTileK = 64;
@@ -259,53 +257,105 @@ struct alignas(64) TileConfig {
 };
 static_assert(sizeof(TileConfig) == 64);
 
-LOCKSTEP_AMX_TARGET void amx_blocks(const std::int8_t* ap, std::size_t lda, const std::int8_t* bp, std::size_t quads,
-                                    std::size_t N, std::size_t M, std::int32_t* C, std::size_t ldc) {
-  TileConfig cfg;
-  for (int t = 0; t < 8; ++t) {
-    cfg.colsb[t] = 64;  // C: 16 int32; A: 64 bytes of k; B: 16 columns × 4 bytes
-    cfg.rows[t] = 16;   // C and A: 16 rows; B: 16 k-quads
+// The tile instructions the kernel uses, on the hardware. (The intrinsics
+// take tile numbers as literals: each tile is named in the code.)
+struct HwTiles {
+  LOCKSTEP_AMX_TARGET void begin() {
+    TileConfig cfg;
+    for (int t = 0; t < 8; ++t) {
+      cfg.colsb[t] = 64;  // C: 16 int32; A: 64 bytes of k; B: 16 columns × 4 bytes
+      cfg.rows[t] = 16;   // C and A: 16 rows; B: 16 k-quads
+    }
+    _tile_loadconfig(&cfg);
   }
-  _tile_loadconfig(&cfg);
+  LOCKSTEP_AMX_TARGET void zero() {
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+  }
+  // C[i][j] += A_i · B_j for the two A tiles (rows a0, a1; stride lda) and
+  // the two B tiles (b0, b1; stride 64).
+  LOCKSTEP_AMX_TARGET void step(const std::int8_t* a0, const std::int8_t* a1, std::size_t lda, const std::int8_t* b0,
+                                const std::int8_t* b1) {
+    _tile_loadd(4, a0, lda);
+    _tile_loadd(5, a1, lda);
+    _tile_loadd(6, b0, 64);
+    _tile_loadd(7, b1, 64);
+    _tile_dpbssd(0, 4, 6);
+    _tile_dpbssd(1, 4, 7);
+    _tile_dpbssd(2, 5, 6);
+    _tile_dpbssd(3, 5, 7);
+  }
+  LOCKSTEP_AMX_TARGET void store(int t, std::int32_t* out) {  // C tile t (0..3: row-major 2 × 2) to 16 × 16
+    switch (t) {
+      case 0: _tile_stored(0, out, 64); break;
+      case 1: _tile_stored(1, out, 64); break;
+      case 2: _tile_stored(2, out, 64); break;
+      default: _tile_stored(3, out, 64); break;
+    }
+  }
+  LOCKSTEP_AMX_TARGET void end() { _tile_release(); }
+};
+
+// The same instructions in C++, after Intel's pseudo-code for TILELOADD and
+// TDPBSSD: the AMX kernel's packing, padding, blocking and stores run (and
+// are gated) on machines without AMX. Only the instruction mapping above is
+// left to a machine that has the tiles.
+struct EmulatedTiles {
+  std::int32_t c[4][kTile][kTile];
+  void begin() {}
+  void zero() { std::memset(c, 0, sizeof c); }
+  void step(const std::int8_t* a0, const std::int8_t* a1, std::size_t lda, const std::int8_t* b0,
+            const std::int8_t* b1) {
+    const std::int8_t* a[2] = {a0, a1};
+    const std::int8_t* b[2] = {b0, b1};
+    for (int t = 0; t < 4; ++t)  // tdpbssd: c.row[m].dword[n] += Σ_{k<16} Σ_{i<4} a.row[m].byte[4k+i]·b.row[k].byte[4n+i]
+      for (std::size_t m = 0; m < kTile; ++m)
+        for (std::size_t n = 0; n < kTile; ++n) {
+          std::int32_t s = c[t][m][n];
+          for (std::size_t k = 0; k < kTile; ++k)
+            for (std::size_t i = 0; i < 4; ++i)
+              s += a[t / 2][m * lda + 4 * k + i] * b[t % 2][k * 64 + 4 * n + i];
+          c[t][m][n] = s;
+        }
+  }
+  void store(int t, std::int32_t* out) { std::memcpy(out, c[t], sizeof c[t]); }
+  void end() {}
+};
+
+// AMX-INT8: a 32 × 32 block of C in four accumulator tiles (tmm0..3), two A
+// tiles (tmm4, 5: 16 rows × 64 k) and two B tiles (tmm6, 7: 16 k-quads × 16
+// columns × 4). A is packed with zeros to rows in 32s and K in 64s, B to
+// panels in pairs and k-quads in 16s.
+template <class Tiles>
+LOCKSTEP_AMX_TARGET void amx_blocks(Tiles& tiles, const std::int8_t* ap, std::size_t lda, const std::int8_t* bp,
+                                    std::size_t quads, std::size_t N, std::size_t M, std::int32_t* C, std::size_t ldc) {
+  tiles.begin();
   alignas(64) std::int32_t out[kTile * kTile];
   const std::size_t panel_stride = quads * kPanel * 4;
   for (std::size_t n0 = 0; n0 < N; n0 += 2 * kTile) {
     for (std::size_t m0 = 0; m0 < M; m0 += 2 * kTile) {
-      _tile_zero(0);
-      _tile_zero(1);
-      _tile_zero(2);
-      _tile_zero(3);
+      tiles.zero();
       const std::int8_t* a0 = ap + n0 * lda;
       const std::int8_t* b0 = bp + (m0 / kPanel) * panel_stride;
-      for (std::size_t k0 = 0; k0 < lda; k0 += kTileK) {
-        _tile_loadd(4, a0 + k0, lda);
-        _tile_loadd(5, a0 + kTile * lda + k0, lda);
-        _tile_loadd(6, b0 + k0 * kPanel, 64);
-        _tile_loadd(7, b0 + panel_stride + k0 * kPanel, 64);
-        _tile_dpbssd(0, 4, 6);
-        _tile_dpbssd(1, 4, 7);
-        _tile_dpbssd(2, 5, 6);
-        _tile_dpbssd(3, 5, 7);
-      }
+      for (std::size_t k0 = 0; k0 < lda; k0 += kTileK)
+        tiles.step(a0 + k0, a0 + kTile * lda + k0, lda, b0 + k0 * kPanel, b0 + panel_stride + k0 * kPanel);
       // Each tile through a small buffer: only the cells inside C are written.
       for (int t = 0; t < 4; ++t) {
         const std::size_t r0 = n0 + static_cast<std::size_t>(t / 2) * kTile;
         const std::size_t c0 = m0 + static_cast<std::size_t>(t % 2) * kTile;
         if (r0 >= N || c0 >= M) continue;
-        switch (t) {
-          case 0: _tile_stored(0, out, 64); break;
-          case 1: _tile_stored(1, out, 64); break;
-          case 2: _tile_stored(2, out, 64); break;
-          default: _tile_stored(3, out, 64); break;
-        }
+        tiles.store(t, out);
         const std::size_t rn = std::min(kTile, N - r0), cn = std::min(kTile, M - c0);
         for (std::size_t r = 0; r < rn; ++r) std::memcpy(C + (r0 + r) * ldc + c0, out + r * kTile, cn * 4);
       }
     }
   }
-  _tile_release();
+  tiles.end();
 }
 
+template <class Tiles>
 void amx_kernel(const std::int8_t* A, const std::int8_t* B, std::int32_t* C, std::size_t N, std::size_t M,
                 std::size_t K, std::size_t ldc) {
   if (N == 0 || M == 0) return;
@@ -314,8 +364,10 @@ void amx_kernel(const std::int8_t* A, const std::int8_t* B, std::int32_t* C, std
   const std::size_t panels = (M + 2 * kPanel - 1) / (2 * kPanel) * 2;
   const std::vector<std::int8_t> bp = pack_b(B, M, K, panels, quads);
   std::vector<std::int8_t> ap(rows * lda, 0);
-  for (std::size_t n = 0; n < N; ++n) std::memcpy(ap.data() + n * lda, A + n * K, K);
-  amx_blocks(ap.data(), lda, bp.data(), quads, N, M, C, ldc);
+  if (K != 0)
+    for (std::size_t n = 0; n < N; ++n) std::memcpy(ap.data() + n * lda, A + n * K, K);
+  Tiles tiles;
+  amx_blocks(tiles, ap.data(), lda, bp.data(), quads, N, M, C, ldc);
 }
 #endif  // LOCKSTEP_INT8_X86
 
@@ -326,11 +378,13 @@ Impl scalar_impl() { return {"scalar", scalar_kernel}; }
 #if defined(LOCKSTEP_INT8_X86)
 Impl vnni_impl() { return {"vnni", vnni_kernel}; }
 Impl vnni_dot_impl() { return {"vnni-dot", vnni_dot_kernel}; }
-Impl amx_impl() { return {"amx", amx_kernel}; }
+Impl amx_impl() { return {"amx", amx_kernel<HwTiles>}; }
+Impl amx_emulated_impl() { return {"amx-emulated", amx_kernel<EmulatedTiles>}; }
 #else
 Impl vnni_impl() { return {"vnni", nullptr}; }
 Impl vnni_dot_impl() { return {"vnni-dot", nullptr}; }
 Impl amx_impl() { return {"amx", nullptr}; }
+Impl amx_emulated_impl() { return {"amx-emulated", nullptr}; }
 #endif
 
 }  // namespace lockstep::cpu::int8
