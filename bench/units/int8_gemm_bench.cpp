@@ -1,12 +1,16 @@
 // int8 GEMM (int32 out) per implementation against the canonical float GEMM
 // (cpu::gemm_xwt, the float linear's Y = X·Wᵀ) at GPT-2 124M's shapes and 1024³.
-// GOPS counts 2·N·M·K operations (a multiply and an add) per product.
+// GOPS counts 2·N·M·K operations (a multiply and an add) per product, per
+// wall-clock second; GOPS_core per second of process CPU time (all threads):
+// what one busy core does, which on a shared machine is the steadier number
+// (run with OMP_WAIT_POLICY=passive so waiting threads burn no CPU).
 //   build/<dir>/bench/units/int8_gemm_bench --benchmark_counters_tabular=true
 // Threads: the bench's --threads=T (default 2, this machine's cores) via LOCKSTEP_BENCH_THREADS.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
 #include <cstdlib>
+#include <ctime>
 #include <random>
 #include <string>
 #include <vector>
@@ -32,11 +36,16 @@ struct Shape {
 const Shape kShapes[] = {{1024, 2304, 768}, {1024, 768, 768}, {1024, 3072, 768},
                          {1024, 768, 3072}, {1024, 1024, 1024}, {1, 2304, 768}};
 
-void set_ops(benchmark::State& st, const Shape& s) {
-  st.counters["GOPS"] = benchmark::Counter(2.0 * static_cast<double>(s.n * s.m * s.k),
-                                           benchmark::Counter::kIsIterationInvariantRate,
-                                           benchmark::Counter::kIs1000);
-  st.counters["GOPS"].value /= 1e9;
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+void set_ops(benchmark::State& st, const Shape& s, double cpu_seconds) {
+  const double ops = 2.0 * static_cast<double>(s.n * s.m * s.k);
+  st.counters["GOPS_core"] = ops * static_cast<double>(st.iterations()) / cpu_seconds / 1e9;
+  st.counters["GOPS"] = benchmark::Counter(ops / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void BM_Int8(benchmark::State& st, int8::Kernel kernel, Shape s) {
@@ -47,6 +56,7 @@ void BM_Int8(benchmark::State& st, int8::Kernel kernel, Shape s) {
   for (auto& x : b) x = static_cast<std::int8_t>(d(rng));
   std::vector<std::int32_t> c(static_cast<std::size_t>(s.n * s.m));
   const int t = bench_threads();
+  const double cpu0 = process_cpu_seconds();
   for (auto _ : st) {
     if (kernel)
       int8::run(kernel, a.data(), b.data(), c.data(), static_cast<std::size_t>(s.n), static_cast<std::size_t>(s.m),
@@ -56,7 +66,7 @@ void BM_Int8(benchmark::State& st, int8::Kernel kernel, Shape s) {
                                   static_cast<std::size_t>(s.m), static_cast<std::size_t>(s.k), t);
     benchmark::DoNotOptimize(c.data());
   }
-  set_ops(st, s);
+  set_ops(st, s, process_cpu_seconds() - cpu0);
 }
 
 void BM_Float(benchmark::State& st, Shape s) {
@@ -67,12 +77,13 @@ void BM_Float(benchmark::State& st, Shape s) {
   for (auto& v : w) v = d(rng);
   std::vector<float> y(static_cast<std::size_t>(s.n * s.m));
   const int t = bench_threads();
+  const double cpu0 = process_cpu_seconds();
   for (auto _ : st) {
     lockstep::cpu::gemm_xwt(static_cast<std::size_t>(s.n), static_cast<std::size_t>(s.m),
                             static_cast<std::size_t>(s.k), x.data(), w.data(), y.data(), t);
     benchmark::DoNotOptimize(y.data());
   }
-  set_ops(st, s);
+  set_ops(st, s, process_cpu_seconds() - cpu0);
 }
 
 std::string name(const char* what, const Shape& s) {
