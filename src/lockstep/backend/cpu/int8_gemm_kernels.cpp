@@ -266,7 +266,12 @@ struct HwTiles {
       cfg.colsb[t] = 64;  // C: 16 int32; A: 64 bytes of k; B: 16 columns × 4 bytes
       cfg.rows[t] = 16;   // C and A: 16 rows; B: 16 k-quads
     }
-    _tile_loadconfig(&cfg);
+    // Not GCC 12's _tile_loadconfig: its asm names only the first 8 bytes of
+    // the configuration as read, so the stores of the rest could be dropped
+    // as dead. Here the whole object is the operand, and the "memory" clobber
+    // also orders the packed A and B before the tile loads, whose asm (GCC's
+    // _tile_loadd) takes only the address and names no memory at all.
+    __asm__ volatile("ldtilecfg %0" : : "m"(cfg) : "memory");
   }
   LOCKSTEP_AMX_TARGET void zero() {
     _tile_zero(0);
