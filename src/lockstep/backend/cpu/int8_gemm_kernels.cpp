@@ -113,7 +113,7 @@ std::vector<std::int32_t> offset_corrections(const std::int8_t* A, std::size_t N
 // padding only when K is not a multiple of 4, so no quad reads past a row).
 // ---------------------------------------------------------------------------
 #define LOCKSTEP_VNNI_TARGET __attribute__((target("avx512f,avx512bw,avx512vnni")))
-constexpr std::size_t kVnniRows = 4, kVnniPanels = 4;  // 16 accumulators: GCC 12 spills 20 or 24 of them every k
+constexpr std::size_t kVnniRows = 6, kVnniPanels = 4;  // 24 accumulators, 4 B vectors, 1 broadcast: 29 of 32 zmm
 
 // k runs in blocks of kQuadBlock quads (256 k): a group's block of packed B
 // (4 panels × 64 quads × 64 bytes = 16 KiB) stays in L1 while every row tile
@@ -130,36 +130,36 @@ LOCKSTEP_VNNI_TARGET void vnni_tile(const std::int8_t* A, std::size_t lda, const
   // cannot resolve makes the array addressable and spills it every k.
   __m512i acc[R][kVnniPanels];
   __mmask16 mask[kVnniPanels];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (std::size_t v = 0; v < kVnniPanels; ++v) {
     const std::size_t c0 = v * kPanel;
     const std::size_t cols = c0 < mn ? std::min(kPanel, mn - c0) : 0;
     mask[v] = static_cast<__mmask16>((1u << cols) - 1u);
   }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (std::size_t r = 0; r < R; ++r)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (std::size_t v = 0; v < kVnniPanels; ++v)
       acc[r][v] = first ? _mm512_setzero_si512() : _mm512_maskz_loadu_epi32(mask[v], C + r * ldc + v * kPanel);
   const std::size_t panel_stride = quads * kPanel * 4;
   for (std::size_t q = q0; q < q1; ++q) {
     __m512i bv[kVnniPanels];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (std::size_t v = 0; v < kVnniPanels; ++v) bv[v] = _mm512_loadu_si512(Bp + v * panel_stride + q * kPanel * 4);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (std::size_t r = 0; r < R; ++r) {
       std::int32_t quad;
       std::memcpy(&quad, A + r * lda + q * 4, 4);
       const __m512i a = _mm512_set1_epi32(quad);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (std::size_t v = 0; v < kVnniPanels; ++v) acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], bv[v], a);
     }
   }
   // C = Σ a·u − 128·Σ a, both wrapping (see the top of the file).
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (std::size_t r = 0; r < R; ++r) {
     const __m512i corr = _mm512_set1_epi32(last ? corr_rows[r] : 0);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (std::size_t v = 0; v < kVnniPanels; ++v)
       _mm512_mask_storeu_epi32(C + r * ldc + v * kPanel, mask[v], _mm512_sub_epi32(acc[r][v], corr));
   }
@@ -227,21 +227,21 @@ LOCKSTEP_VNNI_TARGET void vnni_dot_rows(const std::int8_t* A, const std::int8_t*
   for (std::size_t m = 0; m < M; ++m) {
     const std::int8_t* b = B + m * K;
     __m512i acc[R];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (std::size_t r = 0; r < R; ++r) acc[r] = _mm512_setzero_si512();
     for (std::size_t c = 0; c < whole; ++c) {
       const __m512i bu = _mm512_xor_si512(_mm512_loadu_si512(b + 64 * c), flip);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (std::size_t r = 0; r < R; ++r)
         acc[r] = _mm512_dpbusd_epi32(acc[r], bu, _mm512_loadu_si512(A + r * K + 64 * c));
     }
     if (rest != 0) {
       const __m512i bu = _mm512_xor_si512(_mm512_maskz_loadu_epi8(tail, b + 64 * whole), flip);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (std::size_t r = 0; r < R; ++r)
         acc[r] = _mm512_dpbusd_epi32(acc[r], bu, _mm512_maskz_loadu_epi8(tail, A + r * K + 64 * whole));
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (std::size_t r = 0; r < R; ++r)
       C[r * ldc + m] = static_cast<std::int32_t>(lane_sum(acc[r]) - static_cast<std::uint32_t>(corr128[r]));
   }
