@@ -13,6 +13,7 @@ packages=(
   zlib1g-dev                                   # inflating the corpus package's R data
   libpcre2-dev                                 # the tokenizers' general regex pre-tokenizer
   libopenmpi-dev openmpi-bin                   # data-parallel replicas under mpirun (docs/DISTRIBUTED.md)
+  python3-matplotlib                           # scripts/plot_runs.py (loss curves to PNG) and its test
 )
 
 missing=()

@@ -17,76 +17,22 @@
 #include "lockstep/train/run.hpp"
 #include "lockstep/version.hpp"
 
-#include "../common/sample_text.hpp"
+#include "units_runs.hpp"
 
 namespace fs = std::filesystem;
 using namespace lockstep;
+using namespace lockstep::test::units;
 
 namespace {
-
-struct Mode {
-  const char* preset;
-  bool unit_backward, units_head;
-  const char* hash;  // at NUMERIC_SPEC_VERSION 1
-};
-
-std::string label(const Mode& m) {
-  return std::string(m.preset) + " --linear units" + (m.unit_backward ? " --unit-backward" : "") +
-         (m.units_head ? " --units-head" : "");
-}
-
-train::TrainConfig config(const Mode& m, const fs::path& base) {
-  train::TrainConfig c;
-  c.model = m.preset;
-  c.linear = "units";
-  c.unit_backward = m.unit_backward;
-  c.units_head = m.units_head;
-  c.data = (base / "text.txt").string();
-  c.vocab = 300;
-  c.steps = 24;
-  c.batch = 4;
-  c.accum = 2;
-  c.seq = 48;
-  c.lr = 3e-3;
-  c.warmup = 4;
-  c.seed = 11;
-  c.eval_every = 0;
-  c.eval_tokens = 256;
-  c.save_every = 0;
-  c.max_minutes = 0;
-  c.out = (base / "run").string();
-  return c;
-}
-
-fs::path fresh_dir(const std::string& name) {
-  const fs::path base = fs::temp_directory_path() / ("lockstep_units_" + std::to_string(::getpid()) + "_" + name);
-  fs::remove_all(base);
-  fs::create_directories(base);
-  std::ofstream(base / "text.txt") << test::sample_text(300, 1234u);
-  return base;
-}
-
-std::uint64_t run_hash(const Mode& m, int threads) {
-  const fs::path base = fresh_dir(m.preset);
-  train::TrainConfig c = config(m, base);
-  c.threads = threads;
-  train::RunOptions ro;
-  std::FILE* sink = std::fopen("/dev/null", "w");
-  ro.out = sink;
-  const auto s = train::run_training(c, ro);
-  std::fclose(sink);
-  fs::remove_all(base);
-  return s.weights_hash;
-}
 
 class UnitsGoldenRun : public ::testing::TestWithParam<Mode> {};
 
 TEST_P(UnitsGoldenRun, WeightsHashIsPinnedRepeatableAndThreadIndependent) {
   ASSERT_EQ(NUMERIC_SPEC_VERSION, 1) << "the numeric contract changed: re-pin these hashes with the new version";
   const Mode& m = GetParam();
-  const std::string first = num::hash_hex(run_hash(m, 2));
-  const std::string again = num::hash_hex(run_hash(m, 2));
-  const std::string one_thread = num::hash_hex(run_hash(m, 1));
+  const std::string first = num::hash_hex(run_hash(m, 2, "cpu"));
+  const std::string again = num::hash_hex(run_hash(m, 2, "cpu"));
+  const std::string one_thread = num::hash_hex(run_hash(m, 1, "cpu"));
   std::printf("%s, 24 steps: weights %s, again %s, 1 thread %s (pinned %s)\n", label(m).c_str(), first.c_str(),
               again.c_str(), one_thread.c_str(), m.hash);
   EXPECT_EQ(first, m.hash);
@@ -94,18 +40,8 @@ TEST_P(UnitsGoldenRun, WeightsHashIsPinnedRepeatableAndThreadIndependent) {
   EXPECT_EQ(one_thread, first) << "another thread count";
 }
 
-INSTANTIATE_TEST_SUITE_P(Micro, UnitsGoldenRun,
-                         ::testing::Values(Mode{"gpt2-micro", false, false, "51677c4fad5502f5"},
-                                           Mode{"gpt2-micro", true, true, "18dd21e66911d25e"},
-                                           Mode{"llama-micro", false, false, "35f7812b97f6217b"},
-                                           Mode{"llama-micro", true, false, "94f72a668ee04c4e"}),
-                         [](const auto& param_info) {
-                           std::string n = std::string(param_info.param.preset) + (param_info.param.unit_backward ? "_unit_bwd" : "") +
-                                           (param_info.param.units_head ? "_head" : "");
-                           for (char& ch : n)
-                             if (ch == '-') ch = '_';
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(Micro, UnitsGoldenRun, ::testing::ValuesIn(pinned_modes()),
+                         [](const auto& param_info) { return test_name(param_info.param); });
 
 // A units run resumed with another linear mode is refused, naming the flag, the
 // given value and the checkpoint's; resumed as it was, it continues.
