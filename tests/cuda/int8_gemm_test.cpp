@@ -10,17 +10,21 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "lockstep/ad/rng.hpp"
+#include "lockstep/backend/cpu/ops.hpp"
 #include "lockstep/backend/cuda/device.hpp"
 #include "lockstep/backend/cuda/gate.hpp"
 #include "lockstep/backend/cuda/int8_gemm.hpp"
 #include "lockstep/backend/cuda/mutant.hpp"
+#include "lockstep/backend/cuda/ops.hpp"
 #include "lockstep/backend/cuda/probe.hpp"
 #include "lockstep/ops/quant.hpp"
+#include "lockstep/ops/units.hpp"
 
 namespace {
 
@@ -190,6 +194,59 @@ TEST(CudaInt8Gemm, TheInt8LinearOpPassesItsGatesUnderEveryImplementation) {
   std::printf("int8_linear: %zu cases (forced dp4a %zu, imma128 %zu, imma256 %zu, cublasLt %zu), %zu outcomes, "
               "%zu differ\n",
               cases.size(), forced[0], forced[1], forced[2], forced[3], outcomes.size(), failed);
+}
+
+// Values the gates do not draw: NaN and ±inf in x, W and dy, at the edges of
+// the column quantizer's 64-row chunks (its fold joined across chunks must
+// end where the CPU's row-order fold ends) and of the rows. The CUDA kernels
+// equal cpu::OpKernels bit for bit there too: forward, float STE and unit
+// backward.
+TEST(CudaInt8Gemm, TheInt8LinearKernelsEqualTheCpuOnNanAndInf) {
+  REQUIRE_DEVICE();
+  namespace lo = lockstep::ops;
+  lockstep::ad::Rng rng(11);
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (const bool unit : {false, true}) {
+    const lo::Int8LinearConfig c{200, 70, 130, true, unit};
+    const auto draw = [&](std::size_t n, double scale) {
+      std::vector<float> v(n);
+      for (auto& x : v) x = static_cast<float>(rng.uniform(-scale, scale));
+      return v;
+    };
+    std::vector<float> x = draw(c.rows * c.in, 3), w = draw(c.out * c.in, 0.1), b = draw(c.out, 1),
+                       dy = draw(c.rows * c.out, 1e-3);
+    // NaN in the last row of chunk 0 (63), the first of chunk 1 (64) and the last row (199), inf in row 128.
+    for (const std::size_t r : {63u, 64u, 199u}) {
+      x[r * c.in + 5] = nan;
+      dy[r * c.out + 7] = nan;
+    }
+    x[128 * c.in + 9] = inf;
+    dy[128 * c.out + 11] = -inf;
+    w[3 * c.in + 2] = nan;
+    w[64 * c.in + 2] = -inf;
+    const auto up = [](const std::vector<float>& h) {
+      lc::DeviceBuffer<float> d;
+      d.upload(h);
+      return d;
+    };
+    auto dx_ = up(x), dw_ = up(w), db_ = up(b), ddy = up(dy);
+    lc::DeviceBuffer<float> gy(c.rows * c.out), gdx(c.rows * c.in), gdw(c.out * c.in), gdb(c.out);
+    std::vector<float> y(c.rows * c.out), hdx(c.rows * c.in), hdw(c.out * c.in), hdb(c.out);
+    lockstep::cpu::OpKernels ck;
+    lc::OpKernels gk;
+    ck.forward<lo::Int8Linear>(c, {.x = x.data(), .w = w.data(), .b = b.data(), .y = y.data()});
+    gk.forward<lo::Int8Linear>(c, {.x = dx_.data(), .w = dw_.data(), .b = db_.data(), .y = gy.data()});
+    ck.backward<lo::Int8Linear>(c, {.x = x.data(), .w = w.data(), .dy = dy.data(), .dx = hdx.data(),
+                                    .dw = hdw.data(), .db = hdb.data()});
+    gk.backward<lo::Int8Linear>(c, {.x = dx_.data(), .w = dw_.data(), .dy = ddy.data(), .dx = gdx.data(),
+                                    .dw = gdw.data(), .db = gdb.data()});
+    lc::synchronize("int8 linear nan test");
+    const char* mode = unit ? "unit backward" : "float STE backward";
+    EXPECT_EQ(lc::gate::first_difference("y", y, gy.download(), c.out), "") << mode;
+    EXPECT_EQ(lc::gate::first_difference("dx", hdx, gdx.download(), c.in), "") << mode;
+    EXPECT_EQ(lc::gate::first_difference("dw", hdw, gdw.download(), c.in), "") << mode;
+    EXPECT_EQ(lc::gate::first_difference("db", hdb, gdb.download()), "") << mode;
+  }
 }
 
 struct Int8MutantCase {

@@ -369,11 +369,23 @@ struct OpGates {
         }
         if (g.sweep)
           for (const Variant& b : backend_variants<Op>(g.config, bwd)) vs.push_back(b);
-        for (const Variant& v : vs)
-          out.push_back({fmt::format("{}_{}", Op::name, bwd ? "bwd" : "fwd"), g.shape + v.label, std::string(Op::name),
-                         v.tile, [g, v, bwd](std::uint64_t seed) {
-                           return bwd ? run_backward(g, v, seed) : run_forward(g, v, seed);
-                         }});
+        for (const Variant& v : vs) {
+          Case c{fmt::format("{}_{}", Op::name, bwd ? "bwd" : "fwd"), g.shape + v.label, std::string(Op::name), v.tile,
+                 [g, v, bwd](std::uint64_t seed) { return bwd ? run_backward(g, v, seed) : run_forward(g, v, seed); }};
+          // Under a forced int8 implementation other than dp4a (the required
+          // one), a difference refuses that implementation, as its own gate
+          // cases do (int8_gemm.hpp), not the run.
+          if (v.int8_impl > 0) {
+            c.optional = true;
+            const Int8Impl impl = static_cast<Int8Impl>(v.int8_impl);
+            c.run = [g, v, bwd, impl, label = c.kernel + " on " + c.shape](std::uint64_t seed) {
+              std::string d = bwd ? run_backward(g, v, seed) : run_forward(g, v, seed);
+              if (!d.empty()) int8_gate_record(impl, d, label);
+              return d;
+            };
+          }
+          out.push_back(std::move(c));
+        }
       }
   }
 };

@@ -29,6 +29,15 @@ std::recursive_mutex g_mu;
 std::array<Record, kInt8Impls> g_records;
 std::optional<Int8Selection> g_selection;
 int g_forced = -1;  // int8_gemm_force
+// The mutant (mutant.hpp) the records were made under: outcomes under another
+// one say nothing of the kernels now, so a change starts the records again.
+Mutant g_recorded_under = Mutant::none;
+void forget_if_mutant_changed() {
+  if (mutant() == g_recorded_under) return;
+  g_records = {};
+  g_selection.reset();
+  g_recorded_under = mutant();
+}
 
 int index_of(Int8Impl i) { return static_cast<int>(i); }
 Int8Impl impl_at(int i) { return static_cast<Int8Impl>(i); }
@@ -199,6 +208,7 @@ void int8_gemm_nt(const std::int8_t* A, const std::int8_t* B, std::int32_t* C, s
 
 void int8_gate_record(Int8Impl impl, const std::string& difference, const std::string& where) {
   std::lock_guard<std::recursive_mutex> lock(g_mu);
+  forget_if_mutant_changed();
   Record& r = g_records[index_of(impl)];
   if (difference.empty()) {
     ++r.passed;
@@ -222,6 +232,7 @@ void int8_selection_reset() {
 
 const Int8Selection& int8_selection() {
   std::lock_guard<std::recursive_mutex> lock(g_mu);
+  forget_if_mutant_changed();
   if (g_selection) return *g_selection;
   const std::vector<gate::Case> cases = gate::cases_of({"int8_gemm"});
   const std::array<int, kInt8Impls> expected = expected_cases(cases);
