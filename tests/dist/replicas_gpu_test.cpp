@@ -10,7 +10,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -18,30 +17,16 @@
 
 #include "../common/run_command.hpp"
 #include "../common/sample_text.hpp"
+#include "replica_test_util.hpp"
 #include "lockstep/model/model.hpp"
 
 namespace fs = std::filesystem;
+using lockstep::test::final_hash;
+using lockstep::test::train_lines;
 
 namespace {
 
 std::string run(const std::string& cmd, int* status) { return lockstep::test::run_command(cmd, status); }
-
-std::string final_hash(const std::string& out) {
-  static const std::regex re("weights ([0-9a-f]{16})");
-  std::string h;
-  for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator(); ++it) h = (*it)[1];
-  return h;
-}
-
-std::vector<nlohmann::json> train_lines(const fs::path& run_dir) {
-  std::vector<nlohmann::json> v;
-  std::ifstream in(run_dir / "metrics.jsonl");
-  for (std::string line; std::getline(in, line);) {
-    const auto j = nlohmann::json::parse(line);
-    if (j.at("type") == "train") v.push_back(j);
-  }
-  return v;
-}
 
 }  // namespace
 
