@@ -39,7 +39,9 @@ TrainReplica::TrainReplica(const dist::Launch& launch, const std::string& device
   if (flags.guard_every > 0)
     run_.hooks.guard_weights = [r](const model::TensorTable& w, model::StepStages& s) { return r->guard(w, s); };
   run_.hooks.after_update = [r](const model::TensorTable& w) { r->after_update(w); };
-  run_.begin_step = [r](std::int64_t step, std::int64_t accum) { r->begin_step(step, accum); };
+  run_.begin_step = [r](std::int64_t step, std::int64_t accum, const model::TensorTable& w) {
+    r->begin_step(step, accum, w);
+  };
   run_.agree = [r](const std::string& what, const std::string& v, const std::string& shown) { r->agree(what, v, shown); };
   // Preparing a corpus (training its tokenizer) may take minutes.
   run_.barrier = [r](const std::string& what) { r->barrier(what, std::max(1800.0, r->options().timeout_s)); };

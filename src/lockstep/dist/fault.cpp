@@ -33,6 +33,8 @@ Fault parse_fault(const std::string& text) {
   const std::string& kind = parts[0];
   if (kind == "bitflip") {
     f.kind = Fault::Kind::bitflip;
+  } else if (kind == "update-bitflip") {
+    f.kind = Fault::Kind::update_bitflip;
   } else if (kind == "stall") {
     f.kind = Fault::Kind::stall;
   } else if (kind == "drop") {
@@ -43,13 +45,15 @@ Fault parse_fault(const std::string& text) {
     f.kind = Fault::Kind::version;
   } else {
     throw std::invalid_argument(
-        fmt::format("LOCKSTEP_FAULT '{}': unknown fault '{}' (bitflip, stall, drop, kill, version)", text, kind));
+        fmt::format("LOCKSTEP_FAULT '{}': unknown fault '{}' (bitflip, update-bitflip, stall, drop, kill, version)", text, kind));
   }
   for (std::size_t i = 1; i < parts.size(); ++i) {
     const auto eq = parts[i].find('=');
     if (eq == std::string::npos)
       throw std::invalid_argument(fmt::format("LOCKSTEP_FAULT '{}': expected key=value, got '{}'", text, parts[i]));
     const std::string key = parts[i].substr(0, eq), v = parts[i].substr(eq + 1);
+    if (key != "rank" && key != "step" && key != "seconds" && key != "tensor" && key != "index" && key != "bit")
+      throw std::invalid_argument(fmt::format("LOCKSTEP_FAULT '{}': unknown key '{}'", text, key));
     const double x = number(text, key, v);
     if (key == "rank") {
       f.rank = static_cast<int>(x);
@@ -61,18 +65,16 @@ Fault parse_fault(const std::string& text) {
       f.tensor = static_cast<std::int64_t>(x);
     } else if (key == "index") {
       f.index = static_cast<std::int64_t>(x);
-    } else if (key == "bit") {
+    } else {  // bit
       f.bit = static_cast<int>(x);
       if (f.bit > 31) throw std::invalid_argument(fmt::format("LOCKSTEP_FAULT '{}': bit must be 0..31", text));
-    } else {
-      throw std::invalid_argument(fmt::format("LOCKSTEP_FAULT '{}': unknown key '{}'", text, key));
     }
   }
   if (f.rank < 0) throw std::invalid_argument(fmt::format("LOCKSTEP_FAULT '{}': rank=R is required", text));
   if (f.kind != Fault::Kind::version && f.step < 1)
     throw std::invalid_argument(fmt::format("LOCKSTEP_FAULT '{}': step=S (>= 1) is required", text));
   if (f.kind == Fault::Kind::bitflip && f.step < 2)
-    throw std::invalid_argument(fmt::format("LOCKSTEP_FAULT '{}': a bit flip lands after step S-1: S >= 2", text));
+    throw std::invalid_argument(fmt::format("LOCKSTEP_FAULT '{}': a bit flip lands between steps S-1 and S: S >= 2", text));
   return f;
 }
 

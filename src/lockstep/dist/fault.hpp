@@ -2,9 +2,13 @@
 // in a real run). One fault per process:
 //
 //   bitflip:rank=R:step=S[:tensor=T][:index=I][:bit=B]
-//       after step S−1's update, flip bit B (default 0: one ulp, the silent
-//       kind) of element I (default 0) of trainable tensor T (default 0) in
-//       replica R's weights: memory corrupted between two steps (S >= 2).
+//       as step S begins (after step S−1's checkpoint, before its micro-
+//       batches), flip bit B (default 0: one ulp, the silent kind) of element
+//       I (default 0) of trainable tensor T (default 0) in replica R's
+//       weights: memory corrupted between two steps (S >= 2).
+//   update-bitflip:rank=R:step=S[:...]
+//       the same right after step S's update: before step S's checkpoint is
+//       written and verified.
 //   stall:rank=R:step=S:seconds=X   replica R sends its gradients of step S X seconds late
 //   drop:rank=R:step=S              replica R's gradients of step S never reach replica 0
 //                                   (the others get them: seed 001's asymmetric drop)
@@ -18,7 +22,7 @@
 namespace lockstep::dist {
 
 struct Fault {
-  enum class Kind { none, bitflip, stall, drop, kill, version };
+  enum class Kind { none, bitflip, update_bitflip, stall, drop, kill, version };
   Kind kind = Kind::none;
   int rank = -1;
   std::int64_t step = -1;

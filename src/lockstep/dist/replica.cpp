@@ -98,7 +98,7 @@ bool Replica::any(bool mine) {
   return std::any_of(all.begin(), all.end(), [](std::uint64_t x) { return x != 0; });
 }
 
-void Replica::begin_step(std::int64_t step, std::int64_t accum) {
+void Replica::begin_step(std::int64_t step, std::int64_t accum, const model::TensorTable& weights) {
   if (accum < 1) throw std::invalid_argument("replica: accum must be >= 1");
   if (accum != accum_) gathered_.clear();  // laid out again for the new count
   accum_ = accum;
@@ -108,6 +108,9 @@ void Replica::begin_step(std::int64_t step, std::int64_t accum) {
     std::fflush(nullptr);
     ::raise(SIGKILL);
   }
+  // Memory corrupted between two steps (after the last checkpoint, before
+  // this step's micro-batches read the weights).
+  if (opt_.fault.kind == Fault::Kind::bitflip && opt_.fault.hits(rank(), step)) inject_bitflip(weights);
 }
 
 void Replica::size_for(const model::TensorTable& grads) {
@@ -355,7 +358,9 @@ void Replica::after_update(const model::TensorTable& weights) {
   } else {
     post_update_.clear();
   }
-  if (opt_.fault.kind == Fault::Kind::bitflip && opt_.fault.hits(rank(), step_ + 1)) inject_bitflip(weights);
+  // Corrupted right after the update: before a checkpoint of this step is
+  // written and verified.
+  if (opt_.fault.kind == Fault::Kind::update_bitflip && opt_.fault.hits(rank(), step_)) inject_bitflip(weights);
 }
 
 std::string Replica::verify_checkpoint(const std::string& dir, std::uint64_t recorded_weights,

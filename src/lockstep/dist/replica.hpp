@@ -80,7 +80,7 @@ class Replica {
   // --- the step's hooks (train/step.hpp) -------------------------------------
   // 1-based: the step about to run, and its micro-batches (the run's --accum,
   // known once a resumed run has read its checkpoint's settings).
-  void begin_step(std::int64_t step, std::int64_t accum);
+  void begin_step(std::int64_t step, std::int64_t accum, const model::TensorTable& weights);
   bool computes(std::int64_t a) const { return a % world() == rank(); }
   void keep(std::int64_t a, float loss, const model::TensorTable& grads);
   void reduce(model::TensorTable& grads, std::span<float> losses);

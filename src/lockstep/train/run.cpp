@@ -372,7 +372,7 @@ RunSummary run_training(TrainConfig cfg, const RunOptions& opt) {
         break;
       }
     }
-    if (rep && rep->begin_step) rep->begin_step(next, cfg.accum);
+    if (rep && rep->begin_step) rep->begin_step(next, cfg.accum, trainer.weights_table());
     const auto t = Clock::now();
     const StepResult r = trainer.step();
     const double dt = seconds_since(t);

@@ -41,7 +41,8 @@ namespace lockstep::train {
 struct ReplicaRun {
   int rank = 0, world = 1;
   StepHooks hooks;                                  // the reduction and the guard
-  std::function<void(std::int64_t step, std::int64_t accum)> begin_step;  // 1-based, before each step
+  // Before each step (1-based), with the weights as they are then.
+  std::function<void(std::int64_t step, std::int64_t accum, const model::TensorTable& weights)> begin_step;
   // Refuses (throws on every replica) values that differ from replica 0's.
   std::function<void(const std::string& what, const std::string& value, const std::string& shown)> agree;
   std::function<void(const std::string& what)> barrier;  // the writer prepares the corpus first

@@ -101,6 +101,11 @@ StepResult Trainer::step() {
   return {s + 1, d.loss, lr, d.norm, static_cast<std::uint64_t>(B * A * T)};
 }
 
+model::TensorTable Trainer::weights_table() {
+  if (model::StepStages* own = model_->step_stages()) return own->weights();
+  return HostStepStages(*model_, opt_).weights();
+}
+
 std::int64_t Trainer::val_windows() const {
   if (!val_) return 0;
   return static_cast<std::int64_t>((val_->size() - 1) / static_cast<std::uint64_t>(cfg_.seq));

@@ -74,6 +74,8 @@ class Trainer {
   // The step pipeline's hooks (step.hpp): a replica's reduction and guard
   // (dist/, wired by the CLI); none for one process.
   void set_step_hooks(StepHooks hooks) { hooks_ = std::move(hooks); }
+  // The trainable weights where they live (the step stages' table).
+  model::TensorTable weights_table();
   EvalResult evaluate(std::int64_t max_tokens);  // max_tokens <= 0: the whole validation shard
   std::int64_t val_windows() const;       // windows of a whole validation pass
 
