@@ -497,36 +497,6 @@ bool GgufValue::operator==(const GgufValue& o) const {
   return elem_ == o.elem_ && count_ == o.count_ && strs_ == o.strs_ && raw_ == o.raw_;
 }
 
-std::string escape_bytes(std::string_view s) {
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  out.reserve(s.size());
-  const auto u = [&](std::size_t i) { return static_cast<unsigned char>(s[i]); };
-  for (std::size_t i = 0; i < s.size();) {
-    const unsigned char c = u(i);
-    if (c >= 0x20 && c < 0x7f) {
-      if (c == '\\') out += '\\';
-      out += static_cast<char>(c);
-      ++i;
-      continue;
-    }
-    // A well-formed UTF-8 sequence (2..4 bytes, no overlong lead) passes whole.
-    std::size_t len = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
-    bool ok = len > 0 && i + len <= s.size();
-    for (std::size_t k = 1; ok && k < len; ++k) ok = (u(i + k) & 0xC0) == 0x80;
-    if (ok) {
-      out.append(s.substr(i, len));
-      i += len;
-      continue;
-    }
-    out += "\\x";
-    out += hex[c >> 4];
-    out += hex[c & 15];
-    ++i;
-  }
-  return out;
-}
-
 std::string GgufValue::to_display(std::size_t max_elems) const {
   const auto scalar = [](GgufType t, std::uint64_t bits) -> std::string {
     if (t == GgufType::kF32) {
@@ -551,7 +521,12 @@ std::string GgufValue::to_display(std::size_t max_elems) const {
     if (read_int(t, b, v)) return std::to_string(v);
     return std::to_string(bits);  // a u64 above INT64_MAX
   };
-  if (type_ == GgufType::kString) return "\"" + escape_bytes(str_) + "\"";
+  if (type_ == GgufType::kString) {
+    std::string q = "\"";
+    q += escape_bytes(str_);
+    q += '"';
+    return q;
+  }
   if (type_ != GgufType::kArray) return scalar(type_, bits_);
   std::string out = "[" + std::string(gguf_type_name(elem_)) + " x " + std::to_string(count_) + "]";
   const std::size_t show = std::min(count_, max_elems);
@@ -559,7 +534,9 @@ std::string GgufValue::to_display(std::size_t max_elems) const {
   for (std::size_t i = 0; i < show; ++i) {
     out += i == 0 ? " " : ", ";
     if (elem_ == GgufType::kString) {
-      out += "\"" + escape_bytes(strs_[i]) + "\"";
+      out += '"';
+      out += escape_bytes(strs_[i]);
+      out += '"';
     } else {
       std::uint64_t bits = 0;
       for (std::size_t k = 0; k < n; ++k) bits |= static_cast<std::uint64_t>(raw_[i * n + k]) << (8 * k);

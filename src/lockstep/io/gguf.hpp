@@ -26,6 +26,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "lockstep/io/escape.hpp"
+
 namespace lockstep::io {
 
 enum class GgufType : std::uint32_t {
@@ -130,10 +132,6 @@ std::optional<std::uint64_t> ggml_tensor_nbytes(std::uint32_t type, std::uint64_
 inline constexpr std::uint32_t kGgmlTypeI2S = 36;
 inline constexpr std::uint32_t kGgufFileTypeI2S = 40;  // LLAMA_FTYPE_MOSTLY_I2_S
 
-// Text safe to print on one line: printable ASCII as is (and valid UTF-8
-// sequences), every other byte as \xNN, backslash as \\. A key holding a NUL
-// byte prints whole, "a\x00b", never cut short.
-std::string escape_bytes(std::string_view s);
 
 GgufFile gguf_parse(std::span<const unsigned char> bytes, std::string_view source);
 GgufFile gguf_read(const std::filesystem::path& path);

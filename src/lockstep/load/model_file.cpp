@@ -711,4 +711,54 @@ void write_gguf_model(const std::string& path, const model::ModelConfig& cfg, co
   gguf_model_writer(cfg, params, opt).write(path);
 }
 
+void write_hf_model(const std::string& dir, const model::ModelConfig& cfg, const std::vector<model::Param>& params,
+                    bool bf16) {
+  fs::create_directories(dir);
+  std::vector<std::vector<std::uint8_t>> bytes;
+  bytes.reserve(2 * params.size());  // refs point into it
+  std::vector<io::TensorRef> refs;
+  bool packed = false;
+  for (const model::Param& p : params) {
+    model::check_param_storage(p);
+    if (p.dtype == tensor::DType::ternary2) {
+      if (!is_bitlinear(cfg, p.name)) throw std::invalid_argument("HF export: " + p.name + " is ternary but no BitLinear projection");
+      packed = true;
+      bytes.push_back(hf_pack_ternary(tensor::codes_of(p.frozen_value), p.shape[0], p.shape[1]));
+      refs.push_back({p.name, io::DType::U8, {p.shape[0] / 4, p.shape[1]}, bytes.back()});
+      const float ws = 1.0f / p.frozen_value.scales()[0];
+      bytes.emplace_back(4);
+      std::memcpy(bytes.back().data(), &ws, 4);
+      refs.push_back({p.name.substr(0, p.name.size() - 6) + "weight_scale", io::DType::F32, {1}, bytes.back()});
+      continue;
+    }
+    const std::vector<float> v = p.dtype == tensor::DType::f32 ? p.value : tensor::to_f32(p.frozen_value);
+    for (std::size_t i = 0; i < v.size(); ++i)
+      if (!std::isfinite(v[i])) throw std::invalid_argument(fmt::format("HF export: {} holds {} at {}", p.name, static_cast<double>(v[i]), i));
+    if (bf16) {
+      bytes.emplace_back(2 * v.size());
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        const std::uint16_t h = tensor::f32_to_bf16(v[i]);
+        bytes.back()[2 * i] = static_cast<std::uint8_t>(h);
+        bytes.back()[2 * i + 1] = static_cast<std::uint8_t>(h >> 8);
+      }
+      refs.push_back({p.name, io::DType::BF16, p.shape, bytes.back()});
+    } else {
+      bytes.emplace_back(4 * v.size());
+      if (!v.empty()) std::memcpy(bytes.back().data(), v.data(), 4 * v.size());
+      refs.push_back({p.name, io::DType::F32, p.shape, bytes.back()});
+    }
+  }
+  nlohmann::json j = nlohmann::json::parse(model::to_hf_config_json(cfg));
+  if (packed) {
+    j["quantization_config"] = {{"quant_method", "bitnet"}, {"linear_class", "bitlinear"}, {"quantization_mode", "offline"}};
+  } else if (cfg.family == model::Family::Bitnet) {
+    j["quantization_config"] = {{"quant_method", "bitnet"}, {"linear_class", "autobitlinear"}, {"quantization_mode", "online"}};
+  }
+  if (bf16) j["torch_dtype"] = "bfloat16";
+  const std::string text = j.dump(2) + "\n";
+  io::write_file_atomic((fs::path(dir) / "config.json").string(),
+                        std::span(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));
+  io::write_safetensors((fs::path(dir) / "model.safetensors").string(), refs, {{"format", "pt"}});
+}
+
 }  // namespace lockstep::load

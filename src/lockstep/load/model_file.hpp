@@ -117,6 +117,14 @@ void write_gguf_model(const std::string& path, const model::ModelConfig& cfg, co
                       const GgufWriteOptions& opt);
 std::vector<unsigned char> serialize_gguf_model(const model::ModelConfig& cfg, const std::vector<model::Param>& params,
                                                 const GgufWriteOptions& opt);
+// A Hugging Face directory: config.json (model::to_hf_config_json) and
+// model.safetensors. Float parameters as F32 or BF16 (`bf16`); a BitNet
+// model's TERNARY2 projections packed as transformers' BitLinear reads them
+// (uint8 [out/4, in] and weight_scale = 1 / scale, F32), with the config's
+// quantization_config saying so. Non-finite values are refused.
+void write_hf_model(const std::string& dir, const model::ModelConfig& cfg, const std::vector<model::Param>& params,
+                    bool bf16 = false);
+
 // The architecture name lockstep writes: "llama" or "bitnet-b1.58".
 std::string gguf_architecture(const model::ModelConfig& cfg);
 
