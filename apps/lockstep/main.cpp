@@ -312,6 +312,7 @@ struct GenerateCommand {
 // The subcommands that live in their own files (command.hpp).
 std::vector<std::unique_ptr<lockstep::cli::Command>> make_commands() {
   std::vector<std::unique_ptr<lockstep::cli::Command>> list;
+  list.push_back(lockstep::cli::make_tokenize_command());
   return list;
 }
 
