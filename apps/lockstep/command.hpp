@@ -27,5 +27,6 @@ class Command {
 // Add yours here and to the list in main.cpp's make_commands().
 std::unique_ptr<Command> make_inspect_command();
 std::unique_ptr<Command> make_convert_command();
+std::unique_ptr<Command> make_tokenize_command();  // cmd_tokenize.cpp
 
 }  // namespace lockstep::cli

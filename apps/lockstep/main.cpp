@@ -346,6 +346,7 @@ std::vector<std::unique_ptr<lockstep::cli::Command>> make_commands() {
   std::vector<std::unique_ptr<lockstep::cli::Command>> list;
   list.push_back(lockstep::cli::make_inspect_command());
   list.push_back(lockstep::cli::make_convert_command());
+  list.push_back(lockstep::cli::make_tokenize_command());
   return list;
 }
 

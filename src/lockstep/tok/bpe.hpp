@@ -128,6 +128,9 @@ BpeTokenizer load_r50k_base(const std::filesystem::path& rank_file);
 BpeTokenizer load_p50k_base(const std::filesystem::path& rank_file);  // hole at 50256
 BpeTokenizer load_cl100k_base(const std::filesystem::path& rank_file);
 BpeTokenizer load_o200k_base(const std::filesystem::path& rank_file);  // o200k's regex (PCRE2)
+// One of the four above by its tiktoken name; throws std::runtime_error
+// listing the names for another.
+BpeTokenizer load_openai_encoding(const std::filesystem::path& rank_file, std::string_view encoding);
 
 // GPT-2's encoder.json (byte-level token text -> id) + vocab.bpe (merges).
 BpeTokenizer parse_gpt2(std::string_view encoder_json, std::string_view vocab_bpe, std::string_view source);

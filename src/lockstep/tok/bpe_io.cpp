@@ -308,6 +308,15 @@ BpeTokenizer load_cl100k_base(const std::filesystem::path& rank_file) {
                        "bpe:cl100k_base");
 }
 
+BpeTokenizer load_openai_encoding(const std::filesystem::path& rank_file, std::string_view encoding) {
+  if (encoding == "r50k_base" || encoding == "gpt2") return load_r50k_base(rank_file);
+  if (encoding == "p50k_base") return load_p50k_base(rank_file);
+  if (encoding == "cl100k_base") return load_cl100k_base(rank_file);
+  if (encoding == "o200k_base") return load_o200k_base(rank_file);
+  throw std::runtime_error(rank_file.string() + ": unknown tiktoken encoding '" + unicode::escape_bytes(encoding) +
+                           "' (known: r50k_base, p50k_base, cl100k_base, o200k_base)");
+}
+
 // ---------------------------------------------------------------------------
 // GPT-2 encoder.json + vocab.bpe
 

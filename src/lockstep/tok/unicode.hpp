@@ -62,9 +62,10 @@ extern const std::size_t kCategoryRunCount;
 void append_utf8(std::uint32_t cp, std::string& out);
 
 // s for an error message: printable ASCII and well-formed UTF-8 of
-// printable characters as they are, a backslash as \\, every other byte
-// (controls, NUL, DEL, invalid UTF-8) as \xNN; cut to about max_bytes with
-// "..." appended.
-std::string escape_bytes(std::string_view s, std::size_t max_bytes = 120);
+// printable characters as they are, a backslash as \\ (unless
+// escape_backslash is false: for text that is already escaped), every other
+// byte (controls, NUL, DEL, invalid UTF-8) as \xNN; cut to about max_bytes
+// with "..." appended.
+std::string escape_bytes(std::string_view s, std::size_t max_bytes = 120, bool escape_backslash = true);
 
 }  // namespace lockstep::tok::unicode
