@@ -25,5 +25,6 @@ class Command {
 
 // One factory per file-level command (each defined in its cmd_<name>.cpp).
 // Add yours here and to the list in main.cpp's make_commands().
+std::unique_ptr<Command> make_generate_command();  // cmd_generate.cpp
 
 }  // namespace lockstep::cli
