@@ -5,6 +5,11 @@
 // type, offset), padding to `general.alignment` (default 32), then the tensor
 // data. All integers are little-endian. Spec: ggml/docs/gguf.md.
 //
+// The writer (GgufWriter) emits v3 files: the metadata in the order added,
+// general.alignment written first when it is not the default 32, tensor data
+// each at an aligned offset. Tensor data codecs (F32, F16, BF16, Q8_0 and
+// bitnet.cpp's I2_S) are in io/gguf_tensor.hpp.
+//
 // The reader reads the header only (tensor data stays on disk; a model loader
 // reads or maps it at data_offset + tensor.offset). Malformed input throws
 // std::runtime_error("<source>: offset N: <what>"); it never allocates more
@@ -13,12 +18,15 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
+
+#include "lockstep/io/escape.hpp"
 
 namespace lockstep::io {
 
@@ -32,6 +40,27 @@ std::string_view gguf_type_name(GgufType t);
 // (arrays of arrays are rejected, as llama.cpp does).
 class GgufValue {
  public:
+  // Constructors for the writer (and tests). Integers out of the type's range
+  // throw std::invalid_argument.
+  static GgufValue integer(GgufType t, std::int64_t v);  // u8 .. i64 (u64 from a non-negative int64)
+  static GgufValue u64(std::uint64_t v);
+  static GgufValue f32(float v);
+  static GgufValue f64(double v);
+  static GgufValue boolean(bool v);
+  static GgufValue string(std::string v);
+  static GgufValue int_array(GgufType elem, const std::vector<std::int64_t>& v);
+  static GgufValue f32_array(const std::vector<float>& v);
+  static GgufValue f64_array(const std::vector<double>& v);
+  static GgufValue bool_array(const std::vector<bool>& v);
+  static GgufValue string_array(std::vector<std::string> v);
+
+  // Same type, element type and bytes (floats by bit pattern).
+  bool operator==(const GgufValue& o) const;
+  // The value in a line for `lockstep inspect`: scalars as written, strings
+  // quoted and escaped (escape_bytes), arrays as their type and length with
+  // the first few elements.
+  std::string to_display(std::size_t max_elems = 8) const;
+
   GgufType type() const { return type_; }
   GgufType elem_type() const { return elem_; }  // arrays only
   bool is_array() const { return type_ == GgufType::kArray; }
@@ -48,9 +77,13 @@ class GgufValue {
   const std::vector<std::string>& strings() const;  // array of strings
   std::vector<std::int64_t> ints() const;           // array of any integer type
   std::vector<float> f32s() const;                  // array of f32
+  // The raw little-endian bytes of a numeric array (the writer's input).
+  const std::vector<unsigned char>& raw() const { return raw_; }
+  std::uint64_t scalar_bits() const { return bits_; }
 
  private:
   friend class GgufParser;
+  friend class GgufWriter;
   std::string key_;  // for messages
   GgufType type_ = GgufType::kU8, elem_ = GgufType::kU8;
   std::uint64_t bits_ = 0;   // a numeric scalar's little-endian bytes
@@ -90,7 +123,51 @@ struct GgmlTypeSize {
 };
 std::optional<GgmlTypeSize> ggml_type_size(std::uint32_t type);
 
+// Bytes of a tensor of `numel` elements of this ggml type: the block formula,
+// and bitnet.cpp's I2_S (numel / 4 + 32, numel a multiple of 128). nullopt
+// for an unknown type or an element count that is not whole blocks.
+std::optional<std::uint64_t> ggml_tensor_nbytes(std::uint32_t type, std::uint64_t numel);
+
+// bitnet.cpp's ternary type and file type (its llama.cpp fork's ggml.h).
+inline constexpr std::uint32_t kGgmlTypeI2S = 36;
+inline constexpr std::uint32_t kGgufFileTypeI2S = 40;  // LLAMA_FTYPE_MOSTLY_I2_S
+
+
 GgufFile gguf_parse(std::span<const unsigned char> bytes, std::string_view source);
 GgufFile gguf_read(const std::filesystem::path& path);
+
+// A tensor's data bytes (nbytes of them at data_offset + offset), read from
+// the file; throws std::runtime_error naming the file and tensor when its
+// type is unknown or the read fails.
+std::vector<unsigned char> gguf_read_tensor_data(const std::filesystem::path& path, const GgufFile& file,
+                                                 const GgufTensorInfo& tensor);
+// The same from a file held in memory.
+std::span<const unsigned char> gguf_tensor_data(std::span<const unsigned char> bytes, const GgufFile& file,
+                                                const GgufTensorInfo& tensor);
+
+// A GGUF v3 writer. Keys and tensor names must be unique (std::invalid_argument
+// otherwise); tensor data is given as the type's bytes (io/gguf_tensor.hpp
+// encodes them) and checked against ggml_tensor_nbytes.
+class GgufWriter {
+ public:
+  explicit GgufWriter(std::uint32_t alignment = 32);
+  void set(std::string key, GgufValue value);
+  // dims: ne[0] first (a [rows, cols] row-major matrix is {cols, rows}).
+  void add_tensor(std::string name, std::vector<std::uint64_t> dims, std::uint32_t type,
+                  std::vector<unsigned char> data);
+  std::vector<unsigned char> serialize() const;
+  void write(const std::filesystem::path& path) const;  // atomically (io/atomic_file.hpp)
+
+ private:
+  struct Tensor {
+    GgufTensorInfo info;
+    std::vector<unsigned char> data;
+  };
+  std::uint32_t alignment_;
+  std::vector<std::pair<std::string, GgufValue>> kv_;
+  std::vector<Tensor> tensors_;
+  std::uint64_t data_size_ = 0;
+  void emit(const std::function<void(const unsigned char*, std::size_t)>& out) const;
+};
 
 }  // namespace lockstep::io

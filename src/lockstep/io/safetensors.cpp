@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lockstep/io/atomic_file.hpp"
+#include "lockstep/io/escape.hpp"
 
 namespace lockstep::io {
 namespace {
@@ -60,7 +61,7 @@ TensorRef TensorRef::f32(std::string name, std::vector<std::int64_t> shape, std:
 
 SafetensorsFile SafetensorsFile::parse(std::vector<std::uint8_t> bytes, const std::string& what) {
   auto fail = [&](const std::string& msg) -> void {
-    throw std::runtime_error(fmt::format("{}: {}", what, msg));
+    throw std::runtime_error(escape_bytes(fmt::format("{}: {}", what, msg)));  // names may hold any byte
   };
   SafetensorsFile f;
   f.what_ = what;
@@ -156,13 +157,13 @@ const TensorInfo* SafetensorsFile::find(const std::string& name) const {
 
 std::span<const std::uint8_t> SafetensorsFile::bytes(const std::string& name) const {
   const TensorInfo* t = find(name);
-  if (!t) throw std::runtime_error(fmt::format("{}: no tensor named '{}'", what_, name));
+  if (!t) throw std::runtime_error(escape_bytes(fmt::format("{}: no tensor named '{}'", what_, name)));
   return {file_.data() + data_start_ + t->begin, static_cast<std::size_t>(t->end - t->begin)};
 }
 
 std::vector<float> SafetensorsFile::f32(const std::string& name, const std::vector<std::int64_t>* expect_shape) const {
   const TensorInfo* t = find(name);
-  if (!t) throw std::runtime_error(fmt::format("{}: no tensor named '{}'", what_, name));
+  if (!t) throw std::runtime_error(escape_bytes(fmt::format("{}: no tensor named '{}'", what_, name)));
   if (t->dtype != DType::F32)
     throw std::runtime_error(fmt::format("{}: tensor '{}' is {}, expected F32", what_, name, dtype_name(t->dtype)));
   if (expect_shape && *expect_shape != t->shape)
