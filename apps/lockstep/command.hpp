@@ -28,5 +28,6 @@ class Command {
 std::unique_ptr<Command> make_generate_command();  // cmd_generate.cpp
 std::unique_ptr<Command> make_inspect_command();
 std::unique_ptr<Command> make_convert_command();
+std::unique_ptr<Command> make_tokenize_command();  // cmd_tokenize.cpp
 
 }  // namespace lockstep::cli

@@ -238,6 +238,7 @@ std::vector<std::unique_ptr<lockstep::cli::Command>> make_commands() {
   list.push_back(lockstep::cli::make_generate_command());
   list.push_back(lockstep::cli::make_inspect_command());
   list.push_back(lockstep::cli::make_convert_command());
+  list.push_back(lockstep::cli::make_tokenize_command());
   return list;
 }
 

@@ -11,8 +11,17 @@ Tokenizers:
            does (merges from the ranks; ignore_merges like tiktoken), pre-tokenized
            by Split(cl100k regex) then ByteLevel without its regex;
   trained  a tokenizer.json written by lockstep (if --trained is given).
+  llama3   LLaMA-3's tokenizer.json as shipped (if --llama3 is given).
 "pieces" is the pre-tokenization alone (HF's Split on the same regex).
-Exit status 3 when `tokenizers` cannot be imported (the C++ test then skips).
+
+--regex-sets FILE: a JSON object {name: [regex, ...]}; for each, the pieces of
+HF's Sequence of Split(regex, "isolated") (records {"tok": "regex:NAME"}).
+--tiktoken-holed FILE: a rank file with holes, encoded by OpenAI's `tiktoken`
+(records "tiktoken-holed": ordinary ids, and "ids_special" with <|endoftext|>
+at its id 50256); and cl100k_base's ranks under o200k_base's regex, as
+tiktoken's own o200k_base declares it ("tiktoken-o200k").
+Exit status 3 when `tokenizers` cannot be imported (the C++ test then skips),
+4 when `tiktoken` cannot (only with --tiktoken-holed).
 """
 import argparse
 import base64
@@ -111,6 +120,9 @@ def main():
     ap.add_argument("--trained")
     ap.add_argument("--n", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=20261130)
+    ap.add_argument("--llama3")
+    ap.add_argument("--regex-sets")
+    ap.add_argument("--tiktoken-holed")
     a = ap.parse_args()
     toks = {
         "gpt2": (gpt2(os.path.join(a.testdata, "tokenizers", "gpt2")), GPT2_PAT),
@@ -119,6 +131,8 @@ def main():
     if a.trained:
         t = Tokenizer.from_file(a.trained)
         toks["trained"] = (t, None)
+    if a.llama3:
+        toks["llama3"] = (Tokenizer.from_file(a.llama3), None)
     rng = random.Random(a.seed)
     texts = [random_text(rng) for _ in range(a.n)]
     with open(a.out, "w", encoding="utf-8") as f:
@@ -129,6 +143,38 @@ def main():
                 if splitter:
                     rec["pieces"] = [p for p, _ in splitter.pre_tokenize_str(text)]
                 f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+        if a.regex_sets:
+            for name, regexes in json.load(open(a.regex_sets, encoding="utf-8")).items():
+                seq = pre_tokenizers.Sequence(
+                    [pre_tokenizers.Split(Regex(r), behavior="isolated", invert=False) for r in regexes])
+                for text in texts:
+                    rec = {"tok": "regex:" + name, "text": text, "pieces": [p for p, _ in seq.pre_tokenize_str(text)]}
+                    f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+        if a.tiktoken_holed:
+            try:
+                import tiktoken
+                from tiktoken.load import load_tiktoken_bpe
+                from tiktoken_ext import openai_public
+            except ImportError:
+                sys.exit(4)
+            # tiktoken's own regexes: its encoding constructors, with the rank
+            # download replaced (no network here; the ranks come from files).
+            openai_public.load_tiktoken_bpe = lambda *args, **kw: {}
+            openai_public.data_gym_to_mergeable_bpe_ranks = lambda *args, **kw: {}
+            r50k_pat = openai_public.r50k_base()["pat_str"]
+            o200k_pat = openai_public.o200k_base()["pat_str"]
+            holed = tiktoken.Encoding("holed", pat_str=r50k_pat, mergeable_ranks=load_tiktoken_bpe(a.tiktoken_holed),
+                                      special_tokens={"<|endoftext|>": 50256})
+            cl = os.path.join(a.testdata, "tokenizers", "cl100k_base.tiktoken")
+            o200k = tiktoken.Encoding("o200k-on-cl100k", pat_str=o200k_pat, mergeable_ranks=load_tiktoken_bpe(cl),
+                                      special_tokens={})
+            for text in texts:
+                f.write(json.dumps({"tok": "tiktoken-holed", "text": text, "ids": holed.encode_ordinary(text),
+                                    "ids_special": holed.encode(text, allowed_special="all")}, ensure_ascii=False) + "\n")
+                f.write(json.dumps({"tok": "tiktoken-o200k", "text": text, "ids": o200k.encode_ordinary(text)},
+                                   ensure_ascii=False) + "\n")
+            f.write(json.dumps({"tok": "o200k-regex", "text": o200k_pat}, ensure_ascii=False) + "\n")
+            print(f"hf_crosscheck: tiktoken {tiktoken.__version__}")
     import tokenizers
     print(f"hf_crosscheck: tokenizers {tokenizers.__version__}, {len(toks)} tokenizers x {a.n} texts -> {a.out}")
 

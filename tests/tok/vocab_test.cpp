@@ -11,12 +11,15 @@
 #include <chrono>
 #include <cstdio>
 #include <random>
+#include <unistd.h>
 
 #include "lockstep/data/rdata.hpp"
 #include "lockstep/io/gguf.hpp"
 #include "lockstep/tok/bpe.hpp"
 #include "lockstep/tok/gguf_vocab.hpp"
 #include "lockstep/tok/spm.hpp"
+#include "../common/run_command.hpp"
+#include "lockstep/tok/unicode.hpp"
 #include "testdata.hpp"
 
 namespace {
@@ -192,6 +195,108 @@ TEST(TokVocab, GgufLlamaSpmMatchesLlamaCppVocabTest) {
   EXPECT_EQ(std::vector<std::int32_t>(a.begin() + 1, a.end()), b);
 }
 
+// LLaMA-3 (the BitNet b1.58 2B4T tokenizer) from its tokenizer.json against
+// llama.cpp's llama-bpe vocab test (46 texts; its .gguf is not shipped).
+TEST(TokVocab, Llama3TokenizerJsonMatchesLlamaCppVocabTest) {
+  LOCKSTEP_REQUIRE_FILE(testdata() / "llama3/tokenizer.json");
+  const BpeTokenizer tok = load_hf_tokenizer_json(testdata() / "llama3/tokenizer.json");
+  EXPECT_EQ(tok.vocab_size(), 128256);
+  EXPECT_TRUE(tok.options().ignore_merges);
+  check_cases(tok, llama_vocab_cases(gv("ggml-vocab-llama-bpe.gguf.inp")), "llama.cpp vocab test llama-bpe via tokenizer.json");
+  check_round_trip(tok, true);
+}
+
+// llama.cpp's ggml-vocab-llama-bpe.gguf is not shipped: the same vocabulary
+// is written from LLaMA-3's tokenizer.json by PyPI's `gguf` (llama.cpp's own
+// writer; tests/tok/make_vocab_gguf.py), read back through GGUF metadata
+// (tokenizer.ggml.pre = "llama-bpe") and run against the vocab test's 46
+// expected encodings, and against the tokenizer.json loader on random text.
+TEST(TokVocab, GgufLlamaBpeMatchesLlamaCppVocabTest) {
+  LOCKSTEP_REQUIRE_FILE(testdata() / "llama3/tokenizer.json");
+  const std::string python = LOCKSTEP_PYTHON;
+  if (python.empty()) GTEST_SKIP() << "no Python interpreter found at configure time";
+  const std::filesystem::path out =
+      std::filesystem::temp_directory_path() / ("lockstep_llama_bpe_" + std::to_string(::getpid()) + ".gguf");
+  int status = 0;
+  const std::string log = lockstep::test::run_command(
+      "'" + python + "' '" + LOCKSTEP_SOURCE_DIR + "/tests/tok/make_vocab_gguf.py' '" +
+          (testdata() / "llama3/tokenizer.json").string() + "' '" + out.string() +
+          "' --pre llama-bpe --bos 128000 --eos 128001 --add-bos",
+      &status);
+  if (status == 3) GTEST_SKIP() << "python `gguf` is not installed (pip install -r tests/requirements.txt)";
+  ASSERT_EQ(status, 0) << log;
+  std::printf("%s", log.c_str());
+  const auto tok = load_gguf_tokenizer(out);
+  std::filesystem::remove(out);
+  EXPECT_EQ(tok->vocab_size(), 128256);
+  EXPECT_EQ(tok->bos(), 128000);
+  EXPECT_TRUE(tok->add_bos());
+  const auto& bpe = dynamic_cast<const BpeTokenizer&>(*tok);
+  EXPECT_TRUE(bpe.options().ignore_merges);
+  EXPECT_EQ(bpe.options().pre, PreTokenizer::kCl100k);
+  check_cases(*tok, llama_vocab_cases(gv("ggml-vocab-llama-bpe.gguf.inp")), "llama.cpp vocab test llama-bpe via GGUF");
+  check_round_trip(*tok, true);
+  // The prompt form: BOS, then the text with <|eot_id|> recognised.
+  const std::vector<std::int32_t> prompt = tok->encode_prompt("Hi<|eot_id|>");
+  ASSERT_EQ(prompt.size(), 3u);
+  EXPECT_EQ(prompt[0], 128000);
+  EXPECT_EQ(prompt[2], 128009);
+  // The two loaders of one vocabulary agree on random text.
+  const BpeTokenizer json_tok = load_hf_tokenizer_json(testdata() / "llama3/tokenizer.json");
+  std::mt19937 rng(99);
+  int differ = 0;
+  for (int k = 0; k < kRandomCases; ++k) {
+    const std::string s = k % 2 ? random_bytes(rng, rng() % 200) : random_text(rng, rng() % 40);
+    differ += tok->encode(s) != json_tok.encode(s);
+  }
+  std::printf("llama-bpe GGUF vs tokenizer.json: %d random texts, %d differ\n", kRandomCases, differ);
+  EXPECT_EQ(differ, 0);
+}
+
+// An unknown tokenizer.ggml.pre is refused, naming it (non-printable bytes
+// escaped) and listing the names that are known. The gpt-2 vocab file with
+// its 5-byte name "gpt-2" overwritten by "gp\x01-x" in place.
+TEST(TokVocab, GgufUnknownPreTokenizerIsRefusedClearly) {
+  const std::filesystem::path file = vocab_gguf("ggml-vocab-gpt-2.gguf");
+  LOCKSTEP_REQUIRE_FILE(file);
+  std::string bytes = slurp(file);
+  const std::string key = "tokenizer.ggml.pre";
+  const std::size_t at = bytes.find(key);
+  ASSERT_NE(at, std::string::npos);
+  const std::size_t value = at + key.size() + 4 + 8;  // type u32, length u64
+  ASSERT_EQ(bytes.substr(value, 5), "gpt-2");
+  bytes.replace(value, 5, std::string("gp\x01-x", 5));
+  const auto g = lockstep::io::gguf_parse(
+      std::span(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size()), "patched.gguf");
+  try {
+    tokenizer_from_gguf(g);
+    ADD_FAILURE() << "an unknown pre-tokenizer was accepted";
+  } catch (const std::runtime_error& e) {
+    const std::string msg = e.what();
+    std::printf("%s\n", msg.substr(0, 200).c_str());
+    EXPECT_NE(msg.find("patched.gguf: tokenizer.ggml.pre: unknown pre-tokenizer 'gp\\x01-x'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("llama-bpe"), std::string::npos);
+    EXPECT_NE(msg.find("qwen2"), std::string::npos);
+    EXPECT_EQ(msg.find('\x01'), std::string::npos);
+  }
+  // Every known name builds a tokenizer from this vocabulary.
+  int built = 0;
+  for (const std::string& name : pre_tokenizer_names()) {
+    std::string b = slurp(file);
+    const std::size_t len_at = b.find(key) + key.size() + 4;
+    std::string len(8, '\0');
+    for (int i = 0; i < 8; ++i) len[static_cast<std::size_t>(i)] = static_cast<char>((name.size() >> (8 * i)) & 0xFF);
+    b.replace(len_at, 8 + 5, len + name);
+    const auto gg = lockstep::io::gguf_parse(std::span(reinterpret_cast<const unsigned char*>(b.data()), b.size()), name);
+    const auto t = tokenizer_from_gguf(gg);
+    const std::string text = "Hello world 12345 'll\n\n  x";
+    EXPECT_EQ(t->decode(t->encode(text)), text) << name;
+    ++built;
+  }
+  std::printf("%d pre-tokenizer names build a tokenizer\n", built);
+  EXPECT_GT(built, 60);
+}
+
 // The damaged shared copies (if still damaged) are refused with the file and
 // offset named, never crash or load garbage.
 TEST(TokVocab, DamagedSharedGgufIsRejectedClearly) {
@@ -263,7 +368,11 @@ TEST(TokVocab, MalformedFilesThrowClearErrors) {
   EXPECT_EQ(parse_tiktoken(bytes, "mini", PreTokenizer::kGpt2, {}, "mini").vocab_size(), 256);
   expect_error([&] { parse_tiktoken(bytes + "Q!== 256\n", "mini", PreTokenizer::kGpt2, {}, "m"); }, "mini: line 257: invalid base64");
   expect_error([&] { parse_tiktoken(bytes + "QUI= x\n", "mini", PreTokenizer::kGpt2, {}, "m"); }, "line 257: invalid rank");
-  expect_error([&] { parse_tiktoken(bytes + "QUI= 300\n", "mini", PreTokenizer::kGpt2, {}, "m"); }, "ranks are not 0..256");
+  // A hole is allowed (p50k_base has one); a rank far past the others is not.
+  EXPECT_EQ(parse_tiktoken(bytes + "QUI= 300\n", "mini", PreTokenizer::kGpt2, {}, "m").vocab_size(), 301);
+  expect_error([&] { parse_tiktoken(bytes + "QUI= 9999999\n", "mini", PreTokenizer::kGpt2, {}, "m"); }, "line 257: rank 9999999 out of range");
+  expect_error([&] { parse_tiktoken(bytes + "QUI= 300\n", "mini", PreTokenizer::kGpt2, {{"<|x|>", 300}}, "m"); }, "'<|x|>' id 300 collides with a rank");
+  expect_error([&] { parse_tiktoken(bytes, "mini", PreTokenizer::kGpt2, {{"<|\x01|>", 7}}, "m"); }, "'<|\\x01|>' id 7 collides");
   expect_error([&] { parse_tiktoken(bytes + "QQ== 256\n", "mini", PreTokenizer::kGpt2, {}, "m"); }, "appears twice");
   expect_error([&] { parse_tiktoken(bytes + "QUI= 1x\n", "mini", PreTokenizer::kGpt2, {}, "m"); }, "line 257: invalid rank");
   expect_error([&] { parse_tiktoken(bytes.substr(0, bytes.rfind('\n', bytes.find(" 200\n")) + 1), "mini", PreTokenizer::kGpt2, {}, "m"); }, "has no token");

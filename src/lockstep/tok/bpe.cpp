@@ -151,6 +151,14 @@ void BpeTokenizer::encode_piece(std::string_view piece, std::vector<std::int32_t
   out.insert(out.end(), ids.begin(), ids.end());
 }
 
+void BpeTokenizer::pre_tokenize(std::string_view text, std::vector<std::string_view>& out) const {
+  if (opt_.regex) {
+    opt_.regex->split(text, out);
+  } else {
+    tok::pre_tokenize(opt_.pre, text, out);
+  }
+}
+
 std::vector<std::int32_t> BpeTokenizer::encode(std::string_view text) const {
   std::string prefixed;
   if (opt_.add_prefix_space && !text.empty() && text[0] != ' ') {
@@ -164,14 +172,10 @@ std::vector<std::int32_t> BpeTokenizer::encode(std::string_view text) const {
   // Repeated pieces (common words) are encoded once per call: the cache maps a
   // piece to where its ids first went in `out`.
   std::unordered_map<std::string_view, std::pair<std::size_t, std::size_t>> cache;
-  std::size_t i = 0;
-  while (i < text.size()) {
-    const std::size_t len = pre_token_length(opt_.pre, text, i);
-    const std::string_view piece = text.substr(i, len);
-    i += len;
-    if (len == 1) {
+  const auto piece_ids = [&](std::string_view piece) {
+    if (piece.size() == 1) {
       out.push_back(byte_token_[static_cast<std::uint8_t>(piece[0])]);
-      continue;
+      return;
     }
     const auto [it, fresh] = cache.try_emplace(piece, out.size(), 0);
     if (fresh) {
@@ -184,6 +188,17 @@ std::vector<std::int32_t> BpeTokenizer::encode(std::string_view text) const {
         out.push_back(id);
       }
     }
+  };
+  if (opt_.regex) {
+    std::vector<std::string_view> pieces;
+    opt_.regex->split(text, pieces);
+    for (const std::string_view piece : pieces) piece_ids(piece);
+    return out;
+  }
+  for (std::size_t i = 0; i < text.size();) {
+    const std::size_t len = pre_token_length(opt_.pre, text, i);
+    piece_ids(text.substr(i, len));
+    i += len;
   }
   return out;
 }

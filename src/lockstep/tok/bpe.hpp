@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "lockstep/tok/pretokenize.hpp"
+#include "lockstep/tok/regex_split.hpp"
 #include "lockstep/tok/tokenizer.hpp"
 
 namespace lockstep::tok {
@@ -34,6 +36,9 @@ struct BpeMerge {
 struct BpeOptions {
   std::string name = "bpe";
   PreTokenizer pre = PreTokenizer::kGpt2;
+  // When set, these regexes split the text (the general path) and `pre` is
+  // not used.
+  std::shared_ptr<const RegexSplitter> regex;
   bool ignore_merges = false;     // a piece that is a token is emitted whole
   bool add_prefix_space = false;  // HF ByteLevel(add_prefix_space): " " before text not starting with one
 };
@@ -56,6 +61,8 @@ class BpeTokenizer final : public Tokenizer {
 
   // One pre-tokenized piece to ids (appended to out).
   void encode_piece(std::string_view piece, std::vector<std::int32_t>& out) const;
+  // The pre-tokenizer's pieces of text (appended to out).
+  void pre_tokenize(std::string_view text, std::vector<std::string_view>& out) const;
 
   const BpeOptions& options() const { return opt_; }
   const std::vector<std::string>& tokens() const { return tokens_; }
@@ -106,15 +113,24 @@ bool byte_level_decode(std::string_view text, std::string& bytes);
 // byte offset of the first problem. The parse_* forms read from memory
 // (`source` names it in messages).
 
-// tiktoken rank file: one "base64(token bytes) rank" per line, ranks 0..n-1.
-// Specials are appended at their given ids (above the ranks).
+// tiktoken rank file: one "base64(token bytes) rank" per line, each rank and
+// each token once; ranks may leave holes. Specials take their given ids (in a
+// hole or above the ranks, never on a rank). `regex`, when given, splits the
+// text instead of `pre`.
 BpeTokenizer parse_tiktoken(std::string_view data, std::string_view source, PreTokenizer pre,
-                            std::vector<SpecialToken> specials, std::string name);
+                            std::vector<SpecialToken> specials, std::string name,
+                            std::shared_ptr<const RegexSplitter> regex = nullptr);
 BpeTokenizer load_tiktoken(const std::filesystem::path& path, PreTokenizer pre,
-                           std::vector<SpecialToken> specials, std::string name);
+                           std::vector<SpecialToken> specials, std::string name,
+                           std::shared_ptr<const RegexSplitter> regex = nullptr);
 // OpenAI's encodings, with their special tokens and pre-tokenizers.
 BpeTokenizer load_r50k_base(const std::filesystem::path& rank_file);
+BpeTokenizer load_p50k_base(const std::filesystem::path& rank_file);  // hole at 50256
 BpeTokenizer load_cl100k_base(const std::filesystem::path& rank_file);
+BpeTokenizer load_o200k_base(const std::filesystem::path& rank_file);  // o200k's regex (PCRE2)
+// One of the four above by its tiktoken name; throws std::runtime_error
+// listing the names for another.
+BpeTokenizer load_openai_encoding(const std::filesystem::path& rank_file, std::string_view encoding);
 
 // GPT-2's encoder.json (byte-level token text -> id) + vocab.bpe (merges).
 BpeTokenizer parse_gpt2(std::string_view encoder_json, std::string_view vocab_bpe, std::string_view source);

@@ -209,7 +209,8 @@ std::string read_file(const std::filesystem::path& path) {
 // tiktoken
 
 BpeTokenizer parse_tiktoken(std::string_view data, std::string_view source, PreTokenizer pre,
-                            std::vector<SpecialToken> specials, std::string name) {
+                            std::vector<SpecialToken> specials, std::string name,
+                            std::shared_ptr<const RegexSplitter> regex) {
   VocabBuilder v;
   std::vector<std::pair<std::uint64_t, std::string>> entries;  // (rank, bytes)
   std::size_t line_no = 0;
@@ -234,26 +235,30 @@ BpeTokenizer parse_tiktoken(std::string_view data, std::string_view source, PreT
     entries.emplace_back(rank, std::move(bytes));
     if (rank >= entries.size() + kIdSlack) fail(source, line_where(line_no), "rank " + std::to_string(rank) + " out of range");
   }
-  // Ranks must be exactly 0..n-1 (the files list them in order).
-  const std::size_t n = entries.size();
+  // Ranks may leave holes (p50k_base has none at 50256, where its
+  // <|endoftext|> goes), each rank once, each token once.
   for (auto& [rank, bytes] : entries) {
-    if (rank >= n) fail(source, "", "ranks are not 0.." + std::to_string(n - 1) + " (rank " + std::to_string(rank) + ")");
     if (rank < v.tokens.size() && v.is_token[rank]) fail(source, "", "rank " + std::to_string(rank) + " appears twice");
     if (!v.by_bytes.emplace(bytes, static_cast<std::int32_t>(rank)).second) {
-      fail(source, "", "token of rank " + std::to_string(rank) + " appears twice");
+      fail(source, "", "token of rank " + std::to_string(rank) + " (" + unicode::escape_bytes(bytes, 40) + ") appears twice");
     }
     v.put(rank, std::move(bytes));
   }
+  const std::size_t n = v.tokens.size();  // one more than the largest rank
   for (const SpecialToken& s : specials) {
-    if (s.id < static_cast<std::int64_t>(n) || static_cast<std::size_t>(s.id) >= n + kIdSlack) {
-      fail(source, "", "special token '" + s.text + "' id " + std::to_string(s.id) + " collides with the ranks");
+    if (s.id < 0 || static_cast<std::size_t>(s.id) >= n + kIdSlack) {
+      fail(source, "", "special token '" + unicode::escape_bytes(s.text) + "' id " + std::to_string(s.id) + " out of range");
     }
-    v.put(static_cast<std::size_t>(s.id), s.text);
+    if (static_cast<std::size_t>(s.id) < n && v.is_token[static_cast<std::size_t>(s.id)]) {
+      fail(source, "", "special token '" + unicode::escape_bytes(s.text) + "' id " + std::to_string(s.id) + " collides with a rank");
+    }
   }
+  for (const SpecialToken& s : specials) v.put(static_cast<std::size_t>(s.id), s.text);
   // A pair merges when its concatenation is a token; priority = that rank.
   std::vector<BpeMerge> merges;
   for (std::size_t id = 0; id < n; ++id) {
     const std::string& t = v.tokens[id];
+    if (!v.is_token[id] || v.find(t) != static_cast<std::int32_t>(id)) continue;  // a hole or a special
     for (std::size_t k = 1; k < t.size(); ++k) {
       const std::int32_t l = v.find(t.substr(0, k)), r = v.find(t.substr(k));
       if (l >= 0 && r >= 0) merges.push_back({l, r, static_cast<std::int32_t>(id), static_cast<std::uint32_t>(id)});
@@ -262,6 +267,7 @@ BpeTokenizer parse_tiktoken(std::string_view data, std::string_view source, PreT
   BpeOptions opt;
   opt.name = std::move(name);
   opt.pre = pre;
+  opt.regex = std::move(regex);
   opt.ignore_merges = true;  // tiktoken looks the whole piece up first
   const auto bos = guess_bos(specials), eos = guess_eos(specials);
   try {
@@ -272,8 +278,19 @@ BpeTokenizer parse_tiktoken(std::string_view data, std::string_view source, PreT
 }
 
 BpeTokenizer load_tiktoken(const std::filesystem::path& path, PreTokenizer pre,
-                           std::vector<SpecialToken> specials, std::string name) {
-  return parse_tiktoken(read_file(path), path.string(), pre, std::move(specials), std::move(name));
+                           std::vector<SpecialToken> specials, std::string name,
+                           std::shared_ptr<const RegexSplitter> regex) {
+  return parse_tiktoken(read_file(path), path.string(), pre, std::move(specials), std::move(name), std::move(regex));
+}
+
+BpeTokenizer load_p50k_base(const std::filesystem::path& rank_file) {
+  // Rank 50256 is a hole in the file: <|endoftext|> takes it.
+  return load_tiktoken(rank_file, PreTokenizer::kGpt2, {{"<|endoftext|>", 50256}}, "bpe:p50k_base");
+}
+
+BpeTokenizer load_o200k_base(const std::filesystem::path& rank_file) {
+  return load_tiktoken(rank_file, PreTokenizer::kGpt2, {{"<|endoftext|>", 199999}, {"<|endofprompt|>", 200018}},
+                       "bpe:o200k_base", std::make_shared<const RegexSplitter>(std::vector<std::string>{std::string(o200k_regex())}));
 }
 
 BpeTokenizer load_r50k_base(const std::filesystem::path& rank_file) {
@@ -289,6 +306,15 @@ BpeTokenizer load_cl100k_base(const std::filesystem::path& rank_file) {
                         {"<|fim_suffix|>", 100260},
                         {"<|endofprompt|>", 100276}},
                        "bpe:cl100k_base");
+}
+
+BpeTokenizer load_openai_encoding(const std::filesystem::path& rank_file, std::string_view encoding) {
+  if (encoding == "r50k_base" || encoding == "gpt2") return load_r50k_base(rank_file);
+  if (encoding == "p50k_base") return load_p50k_base(rank_file);
+  if (encoding == "cl100k_base") return load_cl100k_base(rank_file);
+  if (encoding == "o200k_base") return load_o200k_base(rank_file);
+  throw std::runtime_error(rank_file.string() + ": unknown tiktoken encoding '" + unicode::escape_bytes(encoding) +
+                           "' (known: r50k_base, p50k_base, cl100k_base, o200k_base)");
 }
 
 // ---------------------------------------------------------------------------
@@ -358,16 +384,88 @@ bool bool_at(const json& j, const char* key, bool dflt, std::string_view source,
   return j[key].get<bool>();
 }
 
-// ByteLevel pre-tokenizer settings; returns add_prefix_space.
-bool read_byte_level(const json& bl, bool want_regex, std::string_view source, const std::string& where) {
-  if (str_at(bl, "type", source, where) != "ByteLevel") fail(source, where, "expected a ByteLevel pre-tokenizer");
-  if (bool_at(bl, "use_regex", true, source, where) != want_regex) {
-    fail(source, where, want_regex ? "ByteLevel without its regex needs a Split before it"
-                                   : "ByteLevel after Split must have use_regex false");
+// The pre-tokenizer: ByteLevel alone (GPT-2's regex), or a Sequence of
+// Split(regex, Isolated) and Digits(individual_digits) steps closed by a
+// ByteLevel (with its own GPT-2 regex as a last step when use_regex is true).
+// One step that a hand-written matcher implements uses it; anything else runs
+// through RegexSplitter.
+void read_pre_tokenizer(const json& pt, BpeOptions& opt, std::string_view source) {
+  const std::string pt_type = str_at(pt, "type", source, "pre_tokenizer");
+  std::vector<std::string> steps;
+  if (pt_type == "ByteLevel") {
+    opt.add_prefix_space = bool_at(pt, "add_prefix_space", false, source, "pre_tokenizer");
+    if (!bool_at(pt, "use_regex", true, source, "pre_tokenizer")) {
+      fail(source, "pre_tokenizer", "ByteLevel without its regex needs a Split before it");
+    }
+    steps.emplace_back(pre_tokenizer_regex(PreTokenizer::kGpt2));
+  } else if (pt_type == "Sequence") {
+    if (!pt.contains("pretokenizers") || !pt["pretokenizers"].is_array() || pt["pretokenizers"].size() < 2) {
+      fail(source, "pre_tokenizer", "expected Sequence [Split..., ByteLevel]");
+    }
+    const json& list = pt["pretokenizers"];
+    for (std::size_t k = 0; k + 1 < list.size(); ++k) {
+      const std::string where = "pre_tokenizer.pretokenizers[" + std::to_string(k) + "]";
+      const json& step = list[k];
+      const std::string type = str_at(step, "type", source, where);
+      if (type == "Digits") {
+        if (!bool_at(step, "individual_digits", false, source, where)) {
+          fail(source, where, "only Digits(individual_digits=true) is supported");
+        }
+        steps.emplace_back(R"(\p{N})");  // HF uses Rust's char::is_numeric: N*
+        continue;
+      }
+      if (type != "Split") {
+        fail(source, where, "unsupported pre-tokenizer type '" + unicode::escape_bytes(type) + "' (Split, Digits)");
+      }
+      if (!step.contains("pattern") || !step["pattern"].is_object()) fail(source, where + ".pattern", "missing");
+      steps.push_back(str_at(step["pattern"], "Regex", source, where + ".pattern"));
+      if (str_at(step, "behavior", source, where) != "Isolated" || bool_at(step, "invert", false, source, where)) {
+        fail(source, where, "Split must be Isolated, not inverted");
+      }
+    }
+    const std::string where = "pre_tokenizer.pretokenizers[" + std::to_string(list.size() - 1) + "]";
+    const json& bl = list[list.size() - 1];
+    if (str_at(bl, "type", source, where) != "ByteLevel") fail(source, where, "expected a ByteLevel pre-tokenizer last");
+    opt.add_prefix_space = bool_at(bl, "add_prefix_space", false, source, where);
+    if (bool_at(bl, "use_regex", true, source, where)) steps.emplace_back(pre_tokenizer_regex(PreTokenizer::kGpt2));
+  } else {
+    fail(source, "pre_tokenizer",
+         "unsupported pre-tokenizer type '" + unicode::escape_bytes(pt_type) + "' (ByteLevel, Sequence)");
   }
-  return bool_at(bl, "add_prefix_space", false, source, where);
+  if (steps.size() == 1 && pre_tokenizer_from_regex(steps[0], opt.pre)) return;
+  try {
+    opt.regex = std::make_shared<const RegexSplitter>(std::move(steps));
+  } catch (const std::invalid_argument& e) {
+    fail(source, "pre_tokenizer", e.what());
+  }
 }
 
+// post_processor: whether it puts BOS before a single sequence
+// (TemplateProcessing, alone or in a Sequence). Other processors add no
+// token here (ByteLevel only fixes offsets).
+bool reads_add_bos(const json& root, const std::vector<SpecialToken>& specials, std::optional<std::int32_t> bos) {
+  if (!bos || !root.contains("post_processor") || !root["post_processor"].is_object()) return false;
+  const auto template_adds_bos = [&](const json& pp) {
+    if (!pp.is_object() || !pp.contains("type") || pp["type"] != "TemplateProcessing") return false;
+    if (!pp.contains("single") || !pp["single"].is_array() || pp["single"].empty()) return false;
+    const json& first = pp["single"][0];
+    if (!first.is_object() || !first.contains("SpecialToken") || !first["SpecialToken"].is_object()) return false;
+    const json& st = first["SpecialToken"];
+    if (!st.contains("id") || !st["id"].is_string()) return false;
+    for (const SpecialToken& s : specials) {
+      if (s.id == *bos && s.text == st["id"].get<std::string>()) return true;
+    }
+    return false;
+  };
+  const json& pp = root["post_processor"];
+  if (pp.contains("type") && pp["type"] == "Sequence" && pp.contains("processors") && pp["processors"].is_array()) {
+    for (const json& p : pp["processors"]) {
+      if (template_adds_bos(p)) return true;
+    }
+    return false;
+  }
+  return template_adds_bos(pp);
+}
 }  // namespace
 
 BpeTokenizer parse_hf_tokenizer_json(std::string_view data, std::string_view source) {
@@ -387,28 +485,7 @@ BpeTokenizer parse_hf_tokenizer_json(std::string_view data, std::string_view sou
   opt.name = "bpe:tokenizer.json";
   opt.ignore_merges = bool_at(model, "ignore_merges", false, source, "model");
   if (!root.contains("pre_tokenizer") || !root["pre_tokenizer"].is_object()) fail(source, "pre_tokenizer", "missing");
-  const json& pt = root["pre_tokenizer"];
-  const std::string pt_type = str_at(pt, "type", source, "pre_tokenizer");
-  if (pt_type == "ByteLevel") {
-    opt.pre = PreTokenizer::kGpt2;
-    opt.add_prefix_space = read_byte_level(pt, true, source, "pre_tokenizer");
-  } else if (pt_type == "Sequence") {
-    if (!pt.contains("pretokenizers") || !pt["pretokenizers"].is_array() || pt["pretokenizers"].size() != 2) {
-      fail(source, "pre_tokenizer", "expected Sequence [Split, ByteLevel]");
-    }
-    const json& split = pt["pretokenizers"][0];
-    if (str_at(split, "type", source, "pre_tokenizer[0]") != "Split") fail(source, "pre_tokenizer[0]", "expected Split");
-    if (!split.contains("pattern") || !split["pattern"].is_object()) fail(source, "pre_tokenizer[0].pattern", "missing");
-    const std::string regex = str_at(split["pattern"], "Regex", source, "pre_tokenizer[0].pattern");
-    if (!pre_tokenizer_from_regex(regex, opt.pre)) fail(source, "pre_tokenizer[0].pattern", "unsupported regex: " + regex);
-    if (str_at(split, "behavior", source, "pre_tokenizer[0]") != "Isolated" ||
-        bool_at(split, "invert", false, source, "pre_tokenizer[0]")) {
-      fail(source, "pre_tokenizer[0]", "Split must be Isolated, not inverted");
-    }
-    opt.add_prefix_space = read_byte_level(pt["pretokenizers"][1], false, source, "pre_tokenizer[1]");
-  } else {
-    fail(source, "pre_tokenizer", "unsupported pre-tokenizer type " + pt_type);
-  }
+  read_pre_tokenizer(root["pre_tokenizer"], opt, source);
 
   // Added tokens: literal text at fixed ids.
   std::vector<SpecialToken> specials;
@@ -454,8 +531,11 @@ BpeTokenizer parse_hf_tokenizer_json(std::string_view data, std::string_view sou
     merges.push_back(resolve_merge(v, a, b, static_cast<std::uint32_t>(k), source, where));
   }
   const auto bos = guess_bos(specials), eos = guess_eos(specials);
+  const bool add_bos = reads_add_bos(root, specials, bos);
   try {
-    return BpeTokenizer(std::move(v.tokens), std::move(v.is_token), std::move(merges), std::move(specials), bos, eos, opt);
+    BpeTokenizer tok(std::move(v.tokens), std::move(v.is_token), std::move(merges), std::move(specials), bos, eos, opt);
+    tok.set_add_bos(add_bos);
+    return tok;
   } catch (const std::invalid_argument& e) {
     fail(source, "", e.what());
   }
@@ -468,19 +548,31 @@ BpeTokenizer load_hf_tokenizer_json(const std::filesystem::path& path) {
 std::string to_hf_tokenizer_json(const BpeTokenizer& tok) {
   using ojson = nlohmann::ordered_json;
   const BpeOptions& opt = tok.options();
+  const bool gpt2_alone = !opt.regex && opt.pre == PreTokenizer::kGpt2;
   ojson byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", opt.add_prefix_space},
-                      {"trim_offsets", true}, {"use_regex", opt.pre == PreTokenizer::kGpt2}};
+                      {"trim_offsets", true}, {"use_regex", gpt2_alone}};
   ojson pre;
-  if (opt.pre == PreTokenizer::kGpt2) {
+  if (gpt2_alone) {
     pre = byte_level;
   } else {
-    pre = {{"type", "Sequence"},
-           {"pretokenizers",
-            {{{"type", "Split"},
-              {"pattern", {{"Regex", std::string(pre_tokenizer_regex(opt.pre))}}},
-              {"behavior", "Isolated"},
-              {"invert", false}},
-             byte_level}}};
+    const std::vector<std::string> regexes =
+        opt.regex ? opt.regex->patterns() : std::vector<std::string>{std::string(pre_tokenizer_regex(opt.pre))};
+    ojson steps = ojson::array();
+    for (const std::string& r : regexes) {
+      steps.push_back({{"type", "Split"}, {"pattern", {{"Regex", r}}}, {"behavior", "Isolated"}, {"invert", false}});
+    }
+    steps.push_back(byte_level);
+    pre = {{"type", "Sequence"}, {"pretokenizers", steps}};
+  }
+  ojson post = nullptr;  // BOS before a single sequence, when the tokenizer adds it
+  if (tok.add_bos()) {
+    const std::int32_t bos = *tok.bos();
+    const std::string bos_text = tok.tokens()[static_cast<std::size_t>(bos)];
+    post = {{"type", "TemplateProcessing"},
+            {"single", {{{"SpecialToken", {{"id", bos_text}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+            {"pair", {{{"SpecialToken", {{"id", bos_text}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
+                      {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}}},
+            {"special_tokens", {{bos_text, {{"id", bos_text}, {"ids", {bos}}, {"tokens", {bos_text}}}}}}};
   }
   ojson added = ojson::array();
   for (const SpecialToken& s : tok.special_tokens()) {
@@ -513,7 +605,7 @@ std::string to_hf_tokenizer_json(const BpeTokenizer& tok) {
       {"added_tokens", added},
       {"normalizer", nullptr},
       {"pre_tokenizer", pre},
-      {"post_processor", nullptr},
+      {"post_processor", post},
       {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}}},
       {"model",
        {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"continuing_subword_prefix", nullptr},

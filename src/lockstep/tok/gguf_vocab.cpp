@@ -5,6 +5,7 @@
 
 #include "lockstep/tok/bpe.hpp"
 #include "lockstep/tok/spm.hpp"
+#include "lockstep/tok/unicode.hpp"
 
 namespace lockstep::tok {
 
@@ -20,6 +21,11 @@ std::optional<std::int32_t> id_key(const io::GgufFile& g, const char* key, std::
   const std::int64_t id = v->as_int();
   if (id < 0 || static_cast<std::uint64_t>(id) >= n) return std::nullopt;  // llama.cpp: -1 / absent
   return static_cast<std::int32_t>(id);
+}
+
+bool flag_key(const io::GgufFile& g, const char* key, bool dflt) {
+  const io::GgufValue* v = g.find(key);
+  return v == nullptr ? dflt : v->as_bool();
 }
 
 std::vector<TokenType> token_types(const io::GgufFile& g, std::size_t n) {
@@ -39,16 +45,23 @@ std::unique_ptr<Tokenizer> gpt2_from_gguf(const io::GgufFile& g, const std::vect
   const std::size_t n = texts.size();
   const std::vector<TokenType> types = token_types(g, n);
   BpeOptions opt;
+  // llama.cpp reads a missing name as "default" (with a warning).
   const std::string pre = g.find("tokenizer.ggml.pre") ? g.at("tokenizer.ggml.pre").as_string() : "default";
-  // llama.cpp's pre-tokenizer names for the two regexes we implement.
-  if (pre == "gpt-2") {
-    opt.pre = PreTokenizer::kGpt2;
-  } else if (pre == "llama-bpe" || pre == "llama3" || pre == "llama-v3" || pre == "dbrx" || pre == "smaug-bpe") {
-    opt.pre = PreTokenizer::kCl100k;
-    opt.ignore_merges = true;  // as llama.cpp and HF's LLaMA-3 tokenizer.json
-  } else {
-    fail(g, "tokenizer.ggml.pre", "unsupported pre-tokenizer '" + pre + "'");
+  const std::optional<NamedPreTokenizer> named = pre_tokenizer_by_name(pre);
+  if (!named) {
+    std::string known;
+    for (const std::string& name : pre_tokenizer_names()) known += (known.empty() ? "" : ", ") + name;
+    fail(g, "tokenizer.ggml.pre", "unknown pre-tokenizer '" + unicode::escape_bytes(pre) + "' (known: " + known + ")");
   }
+  opt.pre = named->hand_written;
+  if (!named->regexes.empty()) {
+    try {
+      opt.regex = std::make_shared<const RegexSplitter>(named->regexes);
+    } catch (const std::invalid_argument& e) {
+      fail(g, "tokenizer.ggml.pre", e.what());
+    }
+  }
+  opt.ignore_merges = named->ignore_merges;
   opt.name = "gguf:" + pre;
   std::vector<std::string> tokens(n);
   std::vector<bool> is_token(n, true);
@@ -89,9 +102,11 @@ std::unique_ptr<Tokenizer> gpt2_from_gguf(const io::GgufFile& g, const std::vect
     }
   }
   try {
-    return std::make_unique<BpeTokenizer>(std::move(tokens), std::move(is_token), std::move(merges),
-                                          std::move(specials), id_key(g, "tokenizer.ggml.bos_token_id", n),
-                                          id_key(g, "tokenizer.ggml.eos_token_id", n), opt);
+    auto tok = std::make_unique<BpeTokenizer>(std::move(tokens), std::move(is_token), std::move(merges),
+                                              std::move(specials), id_key(g, "tokenizer.ggml.bos_token_id", n),
+                                              id_key(g, "tokenizer.ggml.eos_token_id", n), opt);
+    tok->set_add_bos(flag_key(g, "tokenizer.ggml.add_bos_token", named->add_bos));
+    return tok;
   } catch (const std::invalid_argument& e) {
     fail(g, "tokenizer.ggml", e.what());
   }
@@ -110,11 +125,13 @@ std::unique_ptr<Tokenizer> spm_from_gguf(const io::GgufFile& g, std::vector<std:
   bool add_space_prefix = true;  // llama.cpp's default for SPM
   if (const io::GgufValue* a = g.find("tokenizer.ggml.add_space_prefix")) add_space_prefix = a->as_bool();
   try {
-    return std::make_unique<SpmTokenizer>(std::move(texts), std::move(scores), std::move(types),
-                                          id_key(g, "tokenizer.ggml.bos_token_id", n),
-                                          id_key(g, "tokenizer.ggml.eos_token_id", n),
-                                          id_key(g, "tokenizer.ggml.unknown_token_id", n), add_space_prefix,
-                                          "gguf:llama-spm");
+    auto tok = std::make_unique<SpmTokenizer>(std::move(texts), std::move(scores), std::move(types),
+                                              id_key(g, "tokenizer.ggml.bos_token_id", n),
+                                              id_key(g, "tokenizer.ggml.eos_token_id", n),
+                                              id_key(g, "tokenizer.ggml.unknown_token_id", n), add_space_prefix,
+                                              "gguf:llama-spm");
+    tok->set_add_bos(flag_key(g, "tokenizer.ggml.add_bos_token", true));  // llama.cpp's SPM default
+    return tok;
   } catch (const std::invalid_argument& e) {
     fail(g, "tokenizer.ggml", e.what());
   }
@@ -129,7 +146,7 @@ std::unique_ptr<Tokenizer> tokenizer_from_gguf(const io::GgufFile& g) {
     if (texts.empty() || texts.size() > 0x7FFFFFFFu) fail(g, "tokenizer.ggml.tokens", "empty or too large");
     if (model == "gpt2") return gpt2_from_gguf(g, texts);
     if (model == "llama") return spm_from_gguf(g, texts);
-    fail(g, "tokenizer.ggml.model", "unsupported tokenizer model '" + model + "'");
+    fail(g, "tokenizer.ggml.model", "unsupported tokenizer model '" + unicode::escape_bytes(model) + "' (known: gpt2, llama)");
   } catch (const std::runtime_error& e) {
     const std::string what = e.what();
     if (what.rfind(g.source, 0) == 0) throw;

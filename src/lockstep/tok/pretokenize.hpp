@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -32,5 +34,20 @@ std::size_t pre_token_length(PreTokenizer p, std::string_view text, std::size_t 
 
 // Splits text into consecutive pieces (they tile it) appended to out.
 void pre_tokenize(PreTokenizer p, std::string_view text, std::vector<std::string_view>& out);
+
+// A pre-tokenizer as GGUF's tokenizer.ggml.pre names it (llama.cpp's names;
+// pre_names.cpp): a hand-written matcher, or regexes for RegexSplitter
+// (regex_split.hpp), and the vocabulary flags llama.cpp ties to the name.
+struct NamedPreTokenizer {
+  PreTokenizer hand_written = PreTokenizer::kGpt2;  // used when regexes is empty
+  std::vector<std::string> regexes;                  // else: split by these, in turn
+  bool ignore_merges = false;                        // LLaMA-3: a piece that is a token is emitted whole
+  bool add_bos = false;                              // llama.cpp's default when the file does not say
+};
+std::optional<NamedPreTokenizer> pre_tokenizer_by_name(std::string_view name);
+// Every name pre_tokenizer_by_name knows, sorted.
+std::vector<std::string> pre_tokenizer_names();
+// o200k_base's regex (tiktoken; GPT-4o-style tokenizer.json files).
+std::string_view o200k_regex();
 
 }  // namespace lockstep::tok

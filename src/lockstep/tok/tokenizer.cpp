@@ -17,6 +17,14 @@ std::vector<std::int32_t> Tokenizer::encode_with_specials(std::string_view text)
   return out;
 }
 
+std::vector<std::int32_t> Tokenizer::encode_prompt(std::string_view text) const {
+  std::vector<std::int32_t> out;
+  if (add_bos()) out.push_back(*bos_);
+  const std::vector<std::int32_t> ids = encode_with_specials(text);
+  out.insert(out.end(), ids.begin(), ids.end());
+  return out;
+}
+
 ByteTokenizer::ByteTokenizer(std::vector<std::string> special_texts,
                              std::optional<std::size_t> bos_index,
                              std::optional<std::size_t> eos_index) {

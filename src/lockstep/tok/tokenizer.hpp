@@ -38,12 +38,22 @@ class Tokenizer {
   // leftmost): the text between them goes through encode().
   virtual std::vector<std::int32_t> encode_with_specials(std::string_view text) const;
 
+  // Whether the model expects BOS before a prompt (GGUF
+  // tokenizer.ggml.add_bos_token, a tokenizer.json TemplateProcessing that
+  // starts with BOS, llama.cpp's default for the pre-tokenizer's name).
+  bool add_bos() const { return add_bos_ && bos_.has_value(); }
+  void set_add_bos(bool on) { add_bos_ = on; }
+  // A prompt as the model sees it: BOS first when add_bos(), then the text
+  // with its special tokens recognised.
+  std::vector<std::int32_t> encode_prompt(std::string_view text) const;
+
   std::optional<std::int32_t> bos() const { return bos_; }
   std::optional<std::int32_t> eos() const { return eos_; }
   const std::vector<SpecialToken>& special_tokens() const { return specials_; }
 
  protected:
   std::optional<std::int32_t> bos_, eos_;
+  bool add_bos_ = false;
   std::vector<SpecialToken> specials_;
 };
 

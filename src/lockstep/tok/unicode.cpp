@@ -86,4 +86,31 @@ void append_utf8(std::uint32_t cp, std::string& out) {
   }
 }
 
+std::string escape_bytes(std::string_view s, std::size_t max_bytes, bool escape_backslash) {
+  static const char* const hex = "0123456789abcdef";
+  std::string out;
+  for (std::size_t i = 0; i < s.size();) {
+    if (out.size() >= max_bytes) {
+      out += "...";
+      break;
+    }
+    const Cp c = decode_at(s, i);
+    const bool control = c.cp < 0x20 || c.cp == 0x7F || (c.cp >= 0x80 && c.cp < 0xA0);
+    if (c.cp == '\\' && escape_backslash) {
+      out += "\\\\";
+    } else if (c.cp == kInvalid || control) {
+      for (std::size_t k = i; k < i + c.len; ++k) {  // a C1 control is two bytes
+        const auto b = static_cast<unsigned char>(s[k]);
+        out += "\\x";
+        out += hex[b >> 4];
+        out += hex[b & 15];
+      }
+    } else {
+      out.append(s.substr(i, c.len));
+    }
+    i += c.len;
+  }
+  return out;
+}
+
 }  // namespace lockstep::tok::unicode
