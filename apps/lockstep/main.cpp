@@ -19,7 +19,6 @@
 #include <fmt/format.h>
 
 #include "lockstep/build_info.hpp"
-#include "lockstep/infer/generate.hpp"
 #include "lockstep/tok/bpe.hpp"
 #include "lockstep/train/checkpoint.hpp"
 #include "lockstep/train/config.hpp"
@@ -27,6 +26,7 @@
 #include "lockstep/version.hpp"
 #include "lockstep/verify/report.hpp"
 #include "command.hpp"
+#include "numeric_flags.hpp"
 #include "suites.hpp"
 #include "train_replica.hpp"
 
@@ -106,34 +106,11 @@ int run_verify(std::vector<std::string> names, lockstep::verify::Options opt, bo
 }
 
 // ---------------------------------------------------------------------------
-// lockstep train / lockstep generate
-//
-// Numeric flags are read as text and parsed by train::parse_real/parse_int, so
-// "--lr 2e-4" and "--steps 1e3" work and a bad value names its flag. The
-// checks on values (ranges) are TrainConfig::validate()'s and
-// SamplingOptions::validate()'s, which name the flag too.
+// lockstep train (numeric flags: numeric_flags.hpp; generate: cmd_generate.cpp)
 // ---------------------------------------------------------------------------
 
-// Numeric flags of one subcommand: text as given, parsed after CLI11 is done.
-struct NumericFlags {
-  std::map<std::string, std::string> text;  // "lr" -> "2e-4"
-  std::map<std::string, CLI::Option*> opt;
-
-  void add(CLI::App* cmd, const std::string& name, const std::string& help, const std::string& def) {
-    text[name] = def;
-    opt[name] = cmd->add_option("--" + name, text[name], help)
-                    ->type_name("NUM")
-                    ->default_str(def)
-                    ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // a later flag overrides
-  }
-  bool given(const std::string& name) const { return opt.at(name)->count() > 0; }
-  double real(const std::string& name) const { return lockstep::train::parse_real("--" + name, text.at(name)); }
-  std::int64_t integer(const std::string& name) const {
-    return lockstep::train::parse_int("--" + name, text.at(name));
-  }
-};
-
-std::string num_text(double v) { return fmt::format("{}", v); }
+using lockstep::cli::NumericFlags;
+using lockstep::cli::num_text;
 
 struct TrainCommand {
   CLI::App* cmd = nullptr;
@@ -287,63 +264,10 @@ struct TrainCommand {
   }
 };
 
-struct GenerateCommand {
-  CLI::App* cmd = nullptr;
-  NumericFlags num;
-  std::string checkpoint, prompt;
-
-  void add(CLI::App& app) {
-    cmd = app.add_subcommand("generate", "sample text from a trained checkpoint (deterministic for a --seed)");
-    const lockstep::infer::GenerateOptions d;
-    cmd->add_option("--checkpoint", checkpoint, "run directory or checkpoint directory")->required();
-    cmd->add_option("--prompt", prompt, "text to continue (default: start a new document)");
-    num.add(cmd, "temperature", "softmax temperature (0: greedy)", num_text(static_cast<double>(d.sampling.temperature)));
-    num.add(cmd, "top-k", "sample among the k likeliest tokens (0: all)", num_text(d.sampling.top_k));
-    num.add(cmd, "top-p", "... and among the smallest set holding this probability (1: all)",
-            num_text(static_cast<double>(d.sampling.top_p)));
-    num.add(cmd, "seed", "sampling seed", num_text(static_cast<double>(d.sampling.seed)));
-    num.add(cmd, "max-tokens", "tokens to generate", num_text(static_cast<double>(d.max_tokens)));
-    num.add(cmd, "threads", "CPU threads (0: all)", "0");
-  }
-
-  int run() {
-    using namespace lockstep;
-    try {
-      infer::GenerateOptions g;
-      g.sampling.temperature = static_cast<float>(num.real("temperature"));
-      g.sampling.top_k = static_cast<std::int32_t>(std::clamp<std::int64_t>(num.integer("top-k"), -1, 1 << 30));
-      g.sampling.top_p = static_cast<float>(num.real("top-p"));
-      const std::int64_t seed = num.integer("seed");
-      if (seed < 0) throw std::invalid_argument(fmt::format("--seed must be >= 0, got {}", seed));
-      g.sampling.seed = static_cast<std::uint64_t>(seed);
-      g.max_tokens = num.integer("max-tokens");
-      g.threads = static_cast<int>(std::clamp<std::int64_t>(num.integer("threads"), -1, 4096));
-      g.validate();
-      train::LoadedCheckpoint ck = train::load_checkpoint(checkpoint, false);
-      if (ck.tokenizer_json.empty())
-        throw std::runtime_error(fmt::format("'{}' has no tokenizer.json", ck.dir));
-      const tok::BpeTokenizer tokenizer = tok::parse_hf_tokenizer_json(ck.tokenizer_json, ck.dir + "/tokenizer.json");
-      fmt::print("{}", prompt);
-      std::fflush(stdout);
-      infer::generate(*ck.model, tokenizer, prompt, g, [](std::string_view text) {
-        fmt::print("{}", text);
-        std::fflush(stdout);
-      });
-      fmt::print("\n");
-      return 0;
-    } catch (const std::invalid_argument& e) {
-      fmt::print(stderr, "lockstep generate: {}\n", e.what());
-      return 2;
-    } catch (const std::exception& e) {
-      fmt::print(stderr, "lockstep generate: error: {}\n", e.what());
-      return 1;
-    }
-  }
-};
-
 // The subcommands that live in their own files (command.hpp).
 std::vector<std::unique_ptr<lockstep::cli::Command>> make_commands() {
   std::vector<std::unique_ptr<lockstep::cli::Command>> list;
+  list.push_back(lockstep::cli::make_generate_command());
   list.push_back(lockstep::cli::make_inspect_command());
   list.push_back(lockstep::cli::make_convert_command());
   list.push_back(lockstep::cli::make_tokenize_command());
@@ -360,7 +284,9 @@ std::vector<std::unique_ptr<lockstep::cli::Command>> make_commands() {
 // machine re-run this very process with OMP_WAIT_POLICY=passive (unless the
 // user set it). Only the speed changes, never a bit of the results.
 static void prefer_passive_openmp_when_busy(int argc, char** argv) {
-  if (argc < 2 || (std::string(argv[1]) != "train" && std::string(argv[1]) != "generate")) return;
+  if (argc < 2) return;
+  const std::string sub = argv[1];
+  if (sub != "train" && sub != "generate" && sub != "chat") return;
   if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
   double load = 0;
   const long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -398,8 +324,6 @@ int main(int argc, char** argv) {
 
   TrainCommand train;
   train.add(app);
-  GenerateCommand generate;
-  generate.add(app);
   auto commands = make_commands();
   for (auto& c : commands) c->add(app);
 
@@ -412,7 +336,6 @@ int main(int argc, char** argv) {
   if (app.got_subcommand("version")) return run_version();
   if (app.got_subcommand("verify")) return run_verify(suite_names, vopt, list);
   if (app.got_subcommand("train")) return train.run();
-  if (app.got_subcommand("generate")) return generate.run();
   for (auto& c : commands)
     if (c->chosen()) return c->run();
   return 2;

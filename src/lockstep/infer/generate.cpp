@@ -1,6 +1,8 @@
 #include "lockstep/infer/generate.hpp"
 
+#include <algorithm>
 #include <stdexcept>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -9,44 +11,120 @@ namespace lockstep::infer {
 void GenerateOptions::validate() const {
   sampling.validate();
   if (max_tokens < 0) throw std::invalid_argument(fmt::format("--max-tokens must be >= 0, got {}", max_tokens));
+  if (context < 0) throw std::invalid_argument(fmt::format("--context must be >= 0 (0: the model's), got {}", context));
   if (threads < 0) throw std::invalid_argument(fmt::format("--threads must be >= 0, got {}", threads));
+  if (sample_vocab < 0) throw std::invalid_argument(fmt::format("sample_vocab must be >= 0, got {}", sample_vocab));
 }
 
-std::vector<std::int32_t> generate(model::Model& model, const tok::Tokenizer& tok, std::string_view prompt,
-                                   const GenerateOptions& opt, const std::function<void(std::string_view)>& on_text) {
+std::vector<Generated> generate_tokens(model::Model& model, const std::vector<Request>& requests,
+                                       const GenerateOptions& opt, const std::vector<std::int32_t>& stop,
+                                       const std::function<void(std::size_t, std::int32_t)>& on_token) {
+  opt.validate();
+  const std::size_t n = requests.size(), V = static_cast<std::size_t>(model.config().vocab_size);
+  std::vector<Generated> out(n);
+  if (n == 0) return out;
+  std::vector<std::int32_t> stops = stop;
+  stops.insert(stops.end(), opt.stop_ids.begin(), opt.stop_ids.end());
+  const std::size_t sample_n =
+      opt.sample_vocab > 0 ? std::min(V, static_cast<std::size_t>(opt.sample_vocab)) : V;
+  auto session = model.decoder(n, static_cast<std::size_t>(opt.context));
+  const std::size_t ctx = session->context();
+  for (std::size_t r = 0; r < n; ++r) {
+    if (requests[r].prompt.empty()) throw std::invalid_argument(fmt::format("generate: request {} has no prompt", r));
+    if (requests[r].prompt.size() > ctx)
+      throw std::length_error(fmt::format("the prompt has {} tokens; the context holds {} (--context, the model's "
+                                          "max_seq {})",
+                                          requests[r].prompt.size(), ctx, model.config().max_seq));
+  }
+  // history[r]: the prompt and the tokens so far (the penalty's input).
+  std::vector<std::vector<std::int32_t>> history(n);
+  std::vector<std::vector<float>> logits(n);
+  for (std::size_t r = 0; r < n; ++r) {
+    history[r] = requests[r].prompt;
+    if (opt.max_tokens > 0) logits[r] = session->prefill(r, requests[r].prompt, false, opt.threads);
+  }
+  std::vector<bool> running(n, opt.max_tokens > 0);
+  for (;;) {
+    std::vector<std::size_t> slots;
+    std::vector<std::int32_t> next;
+    for (std::size_t r = 0; r < n; ++r) {
+      if (!running[r]) continue;
+      SamplingOptions so = opt.sampling;
+      so.seed = requests[r].seed;
+      const auto draw = static_cast<std::uint64_t>(out[r].tokens.size());
+      const std::span<const float> row(logits[r].data(), sample_n);
+      const std::int32_t id = sample(row, so, draw, history[r]);
+      out[r].tokens.push_back(id);
+      history[r].push_back(id);
+      if (on_token) on_token(r, id);
+      if (std::find(stops.begin(), stops.end(), id) != stops.end()) {
+        out[r].reason = StopReason::stop_id;
+        running[r] = false;
+      } else if (static_cast<std::int64_t>(out[r].tokens.size()) >= opt.max_tokens) {
+        out[r].reason = StopReason::max_tokens;
+        running[r] = false;
+      } else if (session->length(r) >= ctx) {
+        out[r].reason = StopReason::context_full;  // the sampled token has no position left to be read at
+        running[r] = false;
+      } else {
+        slots.push_back(r);
+        next.push_back(id);
+      }
+    }
+    if (slots.empty()) break;
+    const std::vector<float> l = session->decode(slots, next, opt.threads);
+    for (std::size_t i = 0; i < slots.size(); ++i)
+      logits[slots[i]].assign(l.begin() + static_cast<std::ptrdiff_t>(i * V),
+                              l.begin() + static_cast<std::ptrdiff_t>((i + 1) * V));
+  }
+  return out;
+}
+
+std::vector<std::int32_t> stop_ids_of(const tok::Tokenizer& tok) {
+  std::vector<std::int32_t> ids;
+  if (tok.eos()) ids.push_back(*tok.eos());
+  static const char* const kEndOfTurn[] = {"<|eot_id|>",      "<|im_end|>", "<|end|>",       "<|end_of_text|>",
+                                           "<|endoftext|>",   "</s>",       "<end_of_turn>", "<|eom_id|>"};
+  for (const tok::SpecialToken& s : tok.special_tokens())
+    for (const char* name : kEndOfTurn)
+      if (s.text == name && std::find(ids.begin(), ids.end(), s.id) == ids.end()) ids.push_back(s.id);
+  return ids;
+}
+
+Generated generate_ids(model::Model& model, const tok::Tokenizer& tok, std::vector<std::int32_t> prompt,
+                       const GenerateOptions& opt, const std::function<void(std::string_view)>& on_text) {
   opt.validate();
   const model::ModelConfig& cfg = model.config();
   if (tok.vocab_size() > cfg.vocab_size)
     throw std::invalid_argument(fmt::format("the tokenizer has {} tokens, the model only {}", tok.vocab_size(),
                                             cfg.vocab_size));
-  std::vector<std::int32_t> ctx = tok.encode(prompt);
-  if (ctx.empty()) {
+  const std::vector<std::int32_t> stops = opt.stop_at_eos ? stop_ids_of(tok) : std::vector<std::int32_t>{};
+  // Ids the tokenizer cannot decode (a model vocabulary padded beyond the
+  // tokenizer's) are never sampled.
+  GenerateOptions o = opt;
+  o.sample_vocab = tok.vocab_size();
+  Request req{std::move(prompt), opt.sampling.seed};
+  auto on_token = [&](std::size_t, std::int32_t id) {
+    if (!on_text) return;
+    if (std::find(stops.begin(), stops.end(), id) != stops.end()) return;
+    on_text(tok.decode(std::span<const std::int32_t>(&id, 1)));
+  };
+  return generate_tokens(model, {req}, o, stops, on_token).front();
+}
+
+std::vector<std::int32_t> generate(model::Model& model, const tok::Tokenizer& tok, std::string_view prompt,
+                                   const GenerateOptions& opt, const std::function<void(std::string_view)>& on_text) {
+  std::vector<std::int32_t> ids = tok.encode(prompt);
+  if (ids.empty()) {
     if (tok.eos()) {
-      ctx.push_back(*tok.eos());
+      ids.push_back(*tok.eos());
     } else if (tok.bos()) {
-      ctx.push_back(*tok.bos());
+      ids.push_back(*tok.bos());
     } else {
       throw std::invalid_argument("an empty prompt needs a tokenizer with an end-of-text or begin token");
     }
   }
-  std::vector<std::int32_t> out;
-  for (std::int64_t i = 0; i < opt.max_tokens; ++i) {
-    const std::size_t window = std::min<std::size_t>(ctx.size(), static_cast<std::size_t>(cfg.max_seq));
-    const std::span<const std::int32_t> last(ctx.data() + (ctx.size() - window), window);
-    std::vector<float> logits = model.next_logits(last, opt.threads);
-    // Ids the tokenizer cannot decode (a model vocabulary padded beyond the
-    // tokenizer's) are never sampled.
-    logits.resize(static_cast<std::size_t>(tok.vocab_size()));
-    const std::int32_t id = sample(logits, opt.sampling, static_cast<std::uint64_t>(i));
-    out.push_back(id);
-    ctx.push_back(id);
-    if (opt.stop_at_eos && tok.eos() && id == *tok.eos()) break;
-    if (on_text) {
-      const std::string text = tok.decode(std::span<const std::int32_t>(&id, 1));
-      on_text(text);
-    }
-  }
-  return out;
+  return generate_ids(model, tok, std::move(ids), opt, on_text).tokens;
 }
 
 }  // namespace lockstep::infer

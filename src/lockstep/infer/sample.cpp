@@ -18,6 +18,25 @@ void SamplingOptions::validate() const {
   if (top_k < 0) throw std::invalid_argument(fmt::format("--top-k must be >= 0 (0: no limit), got {}", top_k));
   if (!(top_p > 0.0f && top_p <= 1.0f))
     throw std::invalid_argument(fmt::format("--top-p must be in (0, 1], got {}", top_p));
+  if (!(std::isfinite(repetition_penalty) && repetition_penalty > 0.0f))
+    throw std::invalid_argument(
+        fmt::format("--repetition-penalty must be > 0 (1: none), got {}", repetition_penalty));
+  if (repeat_last_n < 0)
+    throw std::invalid_argument(fmt::format("--repeat-last-n must be >= 0 (0: all), got {}", repeat_last_n));
+}
+
+void apply_repetition_penalty(std::span<float> logits, std::span<const std::int32_t> history, float penalty,
+                              std::int32_t last_n) {
+  if (penalty == 1.0f) return;
+  const std::size_t n = last_n > 0 ? std::min(history.size(), static_cast<std::size_t>(last_n)) : history.size();
+  std::vector<bool> done(logits.size(), false);  // each distinct id once
+  for (std::size_t i = history.size() - n; i < history.size(); ++i) {
+    const std::int32_t id = history[i];
+    if (id < 0 || static_cast<std::size_t>(id) >= logits.size() || done[static_cast<std::size_t>(id)]) continue;
+    done[static_cast<std::size_t>(id)] = true;
+    float& x = logits[static_cast<std::size_t>(id)];
+    x = x > 0.0f ? x / penalty : x * penalty;
+  }
 }
 
 namespace {
@@ -75,11 +94,16 @@ std::vector<Candidate> candidates(std::span<const float> logits, const SamplingO
   return out;
 }
 
-std::int32_t sample(std::span<const float> logits, const SamplingOptions& opt, std::uint64_t index) {
-  if (opt.temperature == 0.0f) {
-    opt.validate();
-    return argmax(logits);
+std::int32_t sample(std::span<const float> logits, const SamplingOptions& opt, std::uint64_t index,
+                    std::span<const std::int32_t> history) {
+  opt.validate();
+  std::vector<float> penalized;
+  if (opt.repetition_penalty != 1.0f && !history.empty()) {
+    penalized.assign(logits.begin(), logits.end());
+    apply_repetition_penalty(penalized, history, opt.repetition_penalty, opt.repeat_last_n);
+    logits = penalized;
   }
+  if (opt.temperature == 0.0f) return argmax(logits);
   const std::vector<Candidate> c = candidates(logits, opt);
   float total = 0.0f;
   for (const Candidate& x : c) total += x.p;

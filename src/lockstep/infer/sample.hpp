@@ -1,6 +1,10 @@
 // Sampling the next token from logits, deterministically: the same logits,
 // options, seed and draw index give the same token on every machine.
 //
+//   0. repetition_penalty r != 1 (CTRL's, as Hugging Face and llama.cpp apply
+//      it): every distinct id among the last repeat_last_n tokens of the
+//      history (0: all of it) has its logit x replaced by x / r if x > 0,
+//      else x * r (one correctly rounded operation each).
 //   1. temperature 0: greedy, the largest logit (lowest id on ties). Stop.
 //   2. z_i = logit_i / temperature (one correctly rounded division each).
 //   3. Order the ids by (z descending, id ascending) — a total order, so the
@@ -30,8 +34,12 @@ struct SamplingOptions {
   float temperature = 0.8f;  // 0 = greedy
   std::int32_t top_k = 40;   // 0 = no limit
   float top_p = 0.95f;       // 1 = no limit
+  float repetition_penalty = 1.0f;  // 1 = none
+  std::int32_t repeat_last_n = 64;  // the history the penalty reads (0: all)
   std::uint64_t seed = 1;
-  void validate() const;     // throws std::invalid_argument naming --temperature / --top-k / --top-p
+  // throws std::invalid_argument naming --temperature / --top-k / --top-p /
+  // --repetition-penalty / --repeat-last-n
+  void validate() const;
 };
 
 struct Candidate {
@@ -43,9 +51,15 @@ struct Candidate {
 // logit is NaN or +Inf, or the logits are empty.
 std::vector<Candidate> candidates(std::span<const float> logits, const SamplingOptions& opt);
 
-// The sampled token for draw number `index` (generation uses the position of
-// the token being generated).
-std::int32_t sample(std::span<const float> logits, const SamplingOptions& opt, std::uint64_t index);
+// The sampled token for draw number `index` (generation uses the number of
+// tokens generated before it), the penalty reading `history` (the tokens so
+// far, prompt included).
+std::int32_t sample(std::span<const float> logits, const SamplingOptions& opt, std::uint64_t index,
+                    std::span<const std::int32_t> history = {});
+
+// Step 0 in place (ids outside the logits are ignored).
+void apply_repetition_penalty(std::span<float> logits, std::span<const std::int32_t> history, float penalty,
+                              std::int32_t last_n);
 
 // Greedy: the index of the largest logit, lowest on ties (NaN refused).
 std::int32_t argmax(std::span<const float> logits);

@@ -1,0 +1,81 @@
+#include "generate_model.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "lockstep/tok/bpe.hpp"
+#include "lockstep/train/checkpoint.hpp"
+
+namespace lockstep::cli {
+
+void ModelSource::add(CLI::App* cmd) {
+  cmd->add_option("--checkpoint", checkpoint, "run directory or checkpoint directory (with its tokenizer.json)")
+      ->required();
+  cmd->add_option("--device", device, "cpu or cuda (the same tokens either way)")->default_str("cpu");
+}
+
+LoadedModel ModelSource::load(int) const {
+  if (device != "cpu" && device != "cuda")
+    throw std::invalid_argument(fmt::format("--device must be cpu or cuda, got '{}'", device));
+  train::LoadedCheckpoint ck = train::load_checkpoint(checkpoint, false);
+  if (ck.tokenizer_json.empty()) throw std::runtime_error(fmt::format("'{}' has no tokenizer.json", ck.dir));
+  LoadedModel m;
+  m.tokenizer = std::make_unique<tok::BpeTokenizer>(
+      tok::parse_hf_tokenizer_json(ck.tokenizer_json, ck.dir + "/tokenizer.json"));
+  if (device == "cpu") {
+    m.model = std::move(ck.model);
+  } else {
+    m.model = model::make_model(ck.model->config(), device);
+    auto& to = m.model->params();
+    const auto& from = ck.model->params();
+    for (std::size_t i = 0; i < to.size(); ++i) to[i].value = from[i].value;
+  }
+  return m;
+}
+
+void SamplingFlags::add(CLI::App* cmd) {
+  const infer::GenerateOptions d;
+  num.add(cmd, "temperature", "softmax temperature (0: greedy)", num_text(d.sampling.temperature));
+  num.add(cmd, "top-k", "sample among the k likeliest tokens (0: all)", num_text(d.sampling.top_k));
+  num.add(cmd, "top-p", "... and among the smallest set holding this probability (1: all)",
+          num_text(d.sampling.top_p));
+  num.add(cmd, "repetition-penalty", "divide the positive (multiply the negative) logits of recent tokens (1: none)",
+          num_text(d.sampling.repetition_penalty));
+  num.add(cmd, "repeat-last-n", "the recent tokens the penalty reads (0: all)",
+          num_text(d.sampling.repeat_last_n));
+  num.add(cmd, "seed", "sampling seed", num_text(d.sampling.seed));
+  num.add(cmd, "max-tokens", "tokens to generate", num_text(d.max_tokens));
+  num.add(cmd, "context", "KV-cache positions (0: the model's max_seq; generation stops when it is full)", "0");
+  num.add(cmd, "threads", "CPU threads (0: all; the bits do not depend on it)", "0");
+  auto* stop = cmd->add_option("--stop-id", stop_ids, "a token id that ends the text (repeatable)");
+  stop->type_name("ID");
+  cmd->add_flag("--ignore-eos", ignore_eos, "do not stop at the end-of-text and end-of-turn tokens");
+}
+
+infer::GenerateOptions SamplingFlags::read() const {
+  infer::GenerateOptions g;
+  g.sampling.temperature = static_cast<float>(num.real("temperature"));
+  g.sampling.top_k = static_cast<std::int32_t>(std::clamp<std::int64_t>(num.integer("top-k"), -1, 1 << 30));
+  g.sampling.top_p = static_cast<float>(num.real("top-p"));
+  g.sampling.repetition_penalty = static_cast<float>(num.real("repetition-penalty"));
+  g.sampling.repeat_last_n =
+      static_cast<std::int32_t>(std::clamp<std::int64_t>(num.integer("repeat-last-n"), -1, 1 << 30));
+  const std::int64_t seed = num.integer("seed");
+  if (seed < 0) throw std::invalid_argument(fmt::format("--seed must be >= 0, got {}", seed));
+  g.sampling.seed = static_cast<std::uint64_t>(seed);
+  g.max_tokens = num.integer("max-tokens");
+  g.context = num.integer("context");
+  g.threads = static_cast<int>(std::clamp<std::int64_t>(num.integer("threads"), -1, 4096));
+  for (std::int64_t id : stop_ids) {
+    if (id < 0 || id > INT32_MAX) throw std::invalid_argument(fmt::format("--stop-id must be a token id, got {}", id));
+    g.stop_ids.push_back(static_cast<std::int32_t>(id));
+  }
+  g.stop_at_eos = !ignore_eos;
+  g.validate();
+  return g;
+}
+
+}  // namespace lockstep::cli

@@ -1,0 +1,181 @@
+// Decode tokens/s of the decode mode (model/decode.hpp) against the memory
+// bound of the same machine, measured in the same run.
+//
+//   decode_bench [--family llama|bitnet] [--device cpu|cuda] [--threads N]
+//                [--prompt P] [--tokens T] [--batch B,...] [--d D --layers L
+//                 --heads H --kv-heads K --ff F --vocab V --ctx C]
+//
+// For each batch size B: B sequences of P prompt tokens are prefilled (timed:
+// prefill tokens/s), then T decode passes of B tokens each (timed: decode
+// tokens/s = B·T / time). The bound: each decode pass reads every weight
+// once (f32: 4 bytes a parameter; the token embedding only its B rows) and
+// each sequence's K and V cache rows (2·layers·kv_dim·4 bytes a position,
+// at the pass's mean length), so
+//   bytes per token = (weights + B·(embedding row + cache)) / B
+//   bound tokens/s  = copy bandwidth / bytes per token,
+// the copy bandwidth STREAM's (2·bytes / time of a memcpy of a buffer far
+// larger than the caches, the best of several), measured in this run.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "lockstep/ad/rng.hpp"
+#include "lockstep/model/model.hpp"
+#include "lockstep/util/parallel.hpp"
+#if defined(LOCKSTEP_HAVE_CUDA)
+#include "lockstep/backend/cuda/device.hpp"
+#endif
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// STREAM-style copy bandwidth (bytes read + written per second), the best of `reps`.
+double host_copy_bandwidth(std::size_t bytes, int reps) {
+  std::vector<char> a(bytes, 1), b(bytes, 2);
+  double best = 0;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = Clock::now();
+    std::memcpy(b.data(), a.data(), bytes);
+    const double s = seconds_since(t0);
+    best = std::max(best, 2.0 * static_cast<double>(bytes) / s);
+    a[static_cast<std::size_t>(r) % bytes] = b[0];  // keep the copies observable
+  }
+  return best;
+}
+
+#if defined(LOCKSTEP_HAVE_CUDA)
+double device_copy_bandwidth(std::size_t bytes, int reps) {
+  lockstep::cuda::DeviceBuffer<float> a(bytes / 4), b(bytes / 4);
+  lockstep::cuda::synchronize("bandwidth");
+  double best = 0;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = Clock::now();
+    lockstep::cuda::copy_on_device(b.data(), a.data(), bytes);
+    lockstep::cuda::synchronize("bandwidth");
+    best = std::max(best, 2.0 * static_cast<double>(bytes) / seconds_since(t0));
+  }
+  return best;
+}
+#endif
+
+std::vector<std::size_t> parse_list(const std::string& s) {
+  std::vector<std::size_t> v;
+  std::size_t at = 0;
+  while (at < s.size()) {
+    const std::size_t comma = s.find(',', at);
+    v.push_back(std::stoul(s.substr(at, comma - at)));
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  return v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace lockstep;
+  std::string family = "llama", device = "cpu", batches = "1,8";
+  long d = 1024, layers = 8, heads = 16, kv = 4, ff = 2816, vocab = 32000, ctx = 512;
+  long prompt = 32, tokens = 32;
+  int threads = 0;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--family") family = next();
+    else if (a == "--device") device = next();
+    else if (a == "--batch") batches = next();
+    else if (a == "--d") d = std::stol(next());
+    else if (a == "--layers") layers = std::stol(next());
+    else if (a == "--heads") heads = std::stol(next());
+    else if (a == "--kv-heads") kv = std::stol(next());
+    else if (a == "--ff") ff = std::stol(next());
+    else if (a == "--vocab") vocab = std::stol(next());
+    else if (a == "--ctx") ctx = std::stol(next());
+    else if (a == "--prompt") prompt = std::stol(next());
+    else if (a == "--tokens") tokens = std::stol(next());
+    else if (a == "--threads") threads = std::stoi(next());
+    else {
+      std::fprintf(stderr, "decode_bench: unknown argument %s (see the comment at the top of decode_bench.cpp)\n",
+                   a.c_str());
+      return 2;
+    }
+  }
+  model::ModelConfig cfg = model::preset(family == "bitnet" ? "bitnet-tiny" : "llama-tiny");
+  cfg.d_model = d;
+  cfg.n_layer = layers;
+  cfg.n_head = heads;
+  cfg.n_kv_head = kv;
+  cfg.head_dim = d / heads;
+  cfg.d_ff = ff;
+  cfg.vocab_size = vocab;
+  cfg.max_seq = ctx;
+  cfg.validate();
+  auto m = model::make_model(cfg, device);
+  m->init(1);
+  threads = util::resolve_threads(threads);
+
+  const double bw = device == "cpu" ? host_copy_bandwidth(std::size_t{1} << 29, 5)
+#if defined(LOCKSTEP_HAVE_CUDA)
+                                    : device_copy_bandwidth(std::size_t{1} << 30, 10);
+#else
+                                    : 0.0;
+#endif
+  double weights = 0;  // bytes a decode pass reads once, whatever the batch
+  std::size_t embed = 0;
+  for (const auto& p : m->params()) {
+    weights += 4.0 * static_cast<double>(p.value.size());
+    if (p.name.find("embed_tokens") != std::string::npos) embed = p.value.size();
+  }
+  const double embed_row = 4.0 * static_cast<double>(d);
+  if (!cfg.tie_embeddings) weights -= 4.0 * static_cast<double>(embed);  // only B rows of it are read
+  const double kv_per_pos = 2.0 * static_cast<double>(layers) * static_cast<double>(kv * (d / heads)) * 4.0;
+
+  fmt::print("decode_bench: {} on {} ({} threads)\n", cfg.summary(), device, threads);
+  fmt::print("copy bandwidth {:.2f} GB/s (STREAM copy: 2 x bytes / time, best of the run)\n", bw / 1e9);
+  fmt::print("{:>5} {:>12} {:>12} {:>14} {:>14} {:>9}\n", "batch", "prefill t/s", "decode t/s", "bytes/token",
+             "bound t/s", "of bound");
+  for (std::size_t B : parse_list(batches)) {
+    auto s = m->decoder(B, 0);
+    ad::Rng rng(B);
+    std::vector<std::vector<std::int32_t>> prompts(B);
+    for (auto& p : prompts)
+      for (long i = 0; i < prompt; ++i) p.push_back(static_cast<std::int32_t>(rng.below(static_cast<std::size_t>(vocab))));
+    auto t0 = Clock::now();
+    for (std::size_t b = 0; b < B; ++b) s->prefill(b, prompts[b], false, threads);
+    const double prefill_s = seconds_since(t0);
+    std::vector<std::size_t> slots(B);
+    for (std::size_t b = 0; b < B; ++b) slots[b] = b;
+    std::vector<std::int32_t> next(B, 1);
+    t0 = Clock::now();
+    for (long t = 0; t < tokens; ++t) {
+      const std::vector<float> l = s->decode(slots, next, threads);
+      for (std::size_t b = 0; b < B; ++b)
+        next[b] = static_cast<std::int32_t>(std::max_element(l.begin() + static_cast<std::ptrdiff_t>(b * vocab),
+                                                             l.begin() + static_cast<std::ptrdiff_t>((b + 1) * vocab)) -
+                                            (l.begin() + static_cast<std::ptrdiff_t>(b * vocab)));
+    }
+    const double decode_s = seconds_since(t0);
+    const double mean_len = static_cast<double>(prompt) + static_cast<double>(tokens) / 2.0;
+    const double per_token =
+        (weights + static_cast<double>(B) * (embed_row + kv_per_pos * mean_len)) / static_cast<double>(B);
+    const double rate = static_cast<double>(B) * static_cast<double>(tokens) / decode_s;
+    const double bound = bw / per_token;
+    fmt::print("{:>5} {:>12.1f} {:>12.2f} {:>14.0f} {:>14.2f} {:>8.1f}%\n", B,
+               static_cast<double>(B) * static_cast<double>(prompt) / prefill_s, rate, per_token, bound,
+               100.0 * rate / bound);
+    std::fflush(stdout);
+  }
+  return 0;
+}
