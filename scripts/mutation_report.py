@@ -254,6 +254,31 @@ def markdown(results, head, seconds):
     return "\n".join(lines)
 
 
+def existing_catalogues(s):
+    """The catalogues planted in-process by their own tests: the wrong backwards of
+    ad/mutants.cpp (test_ad_mutants: finite differences) and the CUDA kernel mutants
+    of backend/cuda/mutant.hpp (test_cuda_gate_mutants: the start-up gates; on a GPU)."""
+    lines = ["", "Planted in-process by their own tests (not re-planted as patches):", ""]
+    rc, out, _ = s.run("tests/ad/test_ad_mutants", "*", {"GTEST_FAIL_FAST": "0"})
+    rows = [l for l in out.splitlines() if re.match(r"^\S+\s{2,}\S", l) and ("REJECTED" in l or "accepted" in l)]
+    rejected = sum("REJECTED" in l for l in rows)
+    lines.append(f"- ad/mutants.cpp, wrong backwards against finite differences (test_ad_mutants, rc {rc}): "
+                 f"{rejected} rejected, {len(rows) - rejected} accepted (correct backwards, controls, equivalents), "
+                 f"{'all as expected' if rc == 0 else 'NOT as expected'}.")
+    gpu = os.path.join(s.build, "tests/cuda/test_cuda_gate_mutants")
+    if os.path.exists(gpu):
+        rc, out, _ = s.run("tests/cuda/test_cuda_gate_mutants", "*", {"GTEST_FAIL_FAST": "0"})
+        got = re.findall(r"mutant '([^']+)': (?:passes all \d+ op gate cases; )?rejected by (\d+) of (\d+)", out)
+        skipped = "SKIPPED" in out and not got
+        if skipped:
+            lines.append("- backend/cuda/mutant.hpp kernel mutants (test_cuda_gate_mutants): no GPU here; on the device: "
+                         "`ctest --test-dir build/release -L gpu -R CudaGateMutant --output-on-failure`.")
+        else:
+            lines.append(f"- backend/cuda/mutant.hpp kernel mutants against the start-up gates (rc {rc}): "
+                         + ", ".join(f"`{n}` {r}/{t}" for n, r, t in got) + ".")
+    return "\n".join(lines)
+
+
 def main():
     import signal
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # revert the planted mutant (finally) on kill
@@ -265,6 +290,8 @@ def main():
     ap.add_argument("--json", default="", help="write the results as JSON")
     ap.add_argument("--markdown", default="", help="write the table as Markdown")
     ap.add_argument("--check", action="store_true", help="only check that every patch applies to HEAD")
+    ap.add_argument("--existing-only", action="store_true",
+                    help="only the in-process catalogues (ad/mutants.cpp; the CUDA mutants where a GPU is)")
     ap.add_argument("--scratch", action="store_true", help="plant in a worktree of HEAD, not in this checkout")
     ap.add_argument("--skip-baseline", action="store_true", help="trust that the unmutated tree passes")
     a = ap.parse_args()
@@ -273,7 +300,17 @@ def main():
     def log(msg):
         print(f"[{time.time() - start:6.0f}s] {msg}", flush=True)
 
-    cat = mutation_catalogue.M
+    # Cheapest first (a .cpp with few dependents, then the engine's headers, then
+    # the op and number headers every kernel set and the CUDA objects include),
+    # so that a --budget or an interrupted run has measured the most mutants.
+    def cost(m):
+        f = m["file"]
+        if f.endswith(".cpp"):
+            return 0
+        if f.startswith("src/lockstep/model/"):
+            return 1
+        return 2
+    cat = sorted(mutation_catalogue.M, key=cost)
     if a.only:
         want = set(a.only.split(","))
         unknown = want - {m["id"] for m in cat}
@@ -293,6 +330,10 @@ def main():
         return 1 if bad else 0
 
     s = Scratch(a.build_dir, log, not a.scratch)
+    if a.existing_only:
+        s.build = s.src_build
+        print(existing_catalogues(s))
+        return 0
     head = s.prepare()
     targets = sorted({i[1] for m in cat for i in instruments(m)})
     remaining = lambda: None if a.budget <= 0 else max(1.0, a.budget - (time.time() - start))  # noqa: E731
@@ -340,7 +381,7 @@ def main():
             f"  (build {r['build_s']}s)")
     s.build_targets(targets, None)  # leave the scratch build unmutated
 
-    table = markdown(results, head, time.time() - start)
+    table = markdown(results, head, time.time() - start) + "\n" + existing_catalogues(s)
     print(table)
     if a.json:
         with open(a.json, "w") as f:
