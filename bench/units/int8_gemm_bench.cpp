@@ -4,7 +4,7 @@
 // wall-clock second; GOPS_core per second of process CPU time (all threads):
 // what one busy core does, which on a shared machine is the steadier number
 // (run with OMP_WAIT_POLICY=passive so waiting threads burn no CPU).
-//   build/<dir>/bench/units/int8_gemm_bench --benchmark_counters_tabular=true
+//   build/<dir>/bench/units/cpu_int8_gemm_bench --benchmark_counters_tabular=true
 // Threads: the bench's --threads=T (default 2, this machine's cores) via LOCKSTEP_BENCH_THREADS.
 #include <benchmark/benchmark.h>
 
