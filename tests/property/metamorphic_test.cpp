@@ -278,9 +278,9 @@ TEST(Absolute, LinearLayersScaleExactlyWithPowersOfTwo) {
     const auto by = ops::BitLinear::forward<float>({N, K, M}, {x, w}).y;
     const auto byx = ops::BitLinear::forward<float>({N, K, M}, {xs, w}).y;
     const auto byw = ops::BitLinear::forward<float>({N, K, M}, {x, ws}).y;
-    const auto iy = ops::Int8Linear::forward<float>({N, K, M}, {x, w}).y;
-    const auto iyx = ops::Int8Linear::forward<float>({N, K, M}, {xs, w}).y;
-    const auto iyw = ops::Int8Linear::forward<float>({N, K, M}, {x, ws}).y;
+    const auto iy = ops::Int8Linear::forward<float>({N, K, M}, {x, w, {}}).y;
+    const auto iyx = ops::Int8Linear::forward<float>({N, K, M}, {xs, w, {}}).y;
+    const auto iyw = ops::Int8Linear::forward<float>({N, K, M}, {x, ws, {}}).y;
     for (std::size_t i = 0; i < N * M; ++i) {
       EXPECT_TRUE(same_bits(y[i] * s, yx[i]) && same_bits(y[i] * s, yw[i])) << "linear, scale " << s << " cell " << i;
       EXPECT_TRUE(same_bits(by[i] * s, byx[i]) && same_bits(by[i] * s, byw[i])) << "bitlinear, scale " << s << " cell " << i;
@@ -320,7 +320,7 @@ TEST(Absolute, AtUnitScalesTheUnitsAreTheExactIntegerDotProduct) {
     w8[mi * K + rng.below(K)] = 127.0f;
   }
   const Tensor<float> tx({N, K}, x), t8({M, K}, w8), tt({M, K}, wt);
-  const auto y8 = ops::Int8Linear::forward<float>({N, K, M}, {tx, t8}).y;
+  const auto y8 = ops::Int8Linear::forward<float>({N, K, M}, {tx, t8, {}}).y;
   const auto yt = ops::BitLinear::forward<float>({N, K, M}, {tx, tt}).y;
   std::size_t bad8 = 0, badt = 0;
   for (std::size_t n = 0; n < N; ++n)
