@@ -117,7 +117,7 @@ constexpr std::size_t kVnniRows = 6, kVnniPanels = 4;  // 24 accumulators, 4 B v
 
 // k runs in blocks of kQuadBlock quads (256 k): a group's block of packed B
 // (4 panels × 64 quads × 64 bytes = 16 KiB) stays in L1 while every row tile
-// uses it. Between blocks the raw partial sums Σ u·b park in C; the last
+// uses it. Between blocks the raw partial sums Σ a·u park in C; the last
 // block subtracts the correction.
 constexpr std::size_t kQuadBlock = 64;
 
@@ -202,8 +202,8 @@ void vnni_kernel(const std::int8_t* A, const std::int8_t* B, std::int32_t* C, st
 
 // ---------------------------------------------------------------------------
 // AVX-512 VNNI for few rows (a decode step), without packing: each cell is a
-// dot product over K in 64-byte chunks; the offset goes on B this time
-// (u = b ^ 0x80, corrected by 128·Σ_k a[n, k] per row, computed once), and up
+// dot product over K in 64-byte chunks, with the same offset (u = b ^ 0x80,
+// here applied to each chunk as it is loaded; 128·Σ_k a[n, k] per row), and up
 // to kDotRows rows share each chunk of B.
 // ---------------------------------------------------------------------------
 constexpr std::size_t kDotRows = 4;
