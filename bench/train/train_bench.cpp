@@ -88,8 +88,18 @@ struct Measured {
   model::ModelConfig cfg;
 };
 
-Measured measure(BenchConfig& bc, int threads, int steps, const std::string& device, const std::string& audit) {
+// How the linear layers compute (docs/UNITS.md): --linear float|units, --unit-backward, --units-head.
+struct LinearFlags {
+  std::string linear = "float";
+  bool unit_backward = false, units_head = false;
+};
+
+Measured measure(BenchConfig& bc, int threads, int steps, const std::string& device, const std::string& audit,
+                 const LinearFlags& lf) {
   model::ModelConfig mc = model::preset(bc.preset);
+  mc.linear = lf.linear == "units" ? model::LinearMode::Units : model::LinearMode::Float;
+  mc.unit_backward = lf.unit_backward;
+  mc.units_head = lf.units_head;
   mc.vocab_size = bc.vocab;
   if (bc.seq < 0) bc.seq = std::min<std::int64_t>(128, mc.max_seq);
   if (bc.seq > mc.max_seq) throw std::invalid_argument(fmt::format("{}: seq {} > context {}", bc.name, bc.seq, mc.max_seq));
@@ -166,6 +176,7 @@ int main(int argc, char** argv) {
   std::string device = "cpu";
   std::string audit = "off";  // the live audits' cost is reported apart (--audit stop)
   bool json = false;
+  LinearFlags lf;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--threads" && i + 1 < argc) {
@@ -176,10 +187,20 @@ int main(int argc, char** argv) {
       device = argv[++i];
     } else if (a == "--audit" && i + 1 < argc) {
       audit = argv[++i];
+    } else if (a == "--linear" && i + 1 < argc) {
+      lf.linear = argv[++i];
+      if (lf.linear != "float" && lf.linear != "units") {
+        std::fprintf(stderr, "--linear: float or units, got '%s'\n", lf.linear.c_str());
+        return 2;
+      }
+    } else if (a == "--unit-backward") {
+      lf.unit_backward = true;
+    } else if (a == "--units-head") {
+      lf.units_head = true;
     } else if (a == "--json") {
       json = true;
     } else if (a == "--help" || a == "-h") {
-      std::printf("usage: train_bench [PRESET[:BATCH[:SEQ[:VOCAB]]] | default]... [--threads N] [--steps N] [--device cpu|cuda] [--audit off|stop] [--json]\n");
+      std::printf("usage: train_bench [PRESET[:BATCH[:SEQ[:VOCAB]]] | default]... [--threads N] [--steps N] [--device cpu|cuda] [--audit off|stop] [--linear float|units] [--unit-backward] [--units-head] [--json]\n");
       return 0;
     } else {
       specs.push_back(a);
@@ -195,15 +216,15 @@ int main(int argc, char** argv) {
   for (const std::string& spec : specs) {
     try {
       BenchConfig bc = parse_config(spec);
-      const Measured r = measure(bc, threads, steps, device, audit);
+      const Measured r = measure(bc, threads, steps, device, audit, lf);
       if (json) {
         // The model's shape too, so torch_reference.py can build the same one.
         const model::ModelConfig& mc = r.cfg;
         fmt::print(R"({{"config":"{}","preset":"{}","family":"{}","d_model":{},"n_layer":{},"n_head":{},"n_kv_head":{},"head_dim":{},"d_ff":{},"max_seq":{},"norm_eps":{},"rope_theta":{},"tie_embeddings":{},)"
-                   R"("device":"{}","audit":"{}","batch":{},"seq":{},"vocab":{},"threads":{},"params":{},"ms_per_step":{:.2f},"model_ms":{:.2f},"optim_ms":{:.2f},"train_tok_s":{:.1f},"train_tok_cpu_s":{:.1f},"eval_tok_s":{:.1f},"load":{:.2f}}})"
+                   R"("device":"{}","audit":"{}","linear":"{}","unit_backward":{},"units_head":{},"batch":{},"seq":{},"vocab":{},"threads":{},"params":{},"ms_per_step":{:.2f},"model_ms":{:.2f},"optim_ms":{:.2f},"train_tok_s":{:.1f},"train_tok_cpu_s":{:.1f},"eval_tok_s":{:.1f},"load":{:.2f}}})"
                    "\n",
                    bc.name, bc.preset, model::family_name(mc.family), mc.d_model, mc.n_layer, mc.n_head, mc.n_kv_head,
-                   mc.head_dim, mc.d_ff, mc.max_seq, mc.norm_eps, mc.rope_theta, mc.tie_embeddings, device, audit, bc.batch, bc.seq,
+                   mc.head_dim, mc.d_ff, mc.max_seq, mc.norm_eps, mc.rope_theta, mc.tie_embeddings, device, audit, lf.linear, lf.unit_backward, lf.units_head, bc.batch, bc.seq,
                    bc.vocab, threads, r.params, r.ms_per_step, r.model_ms, r.optim_ms, r.train_tok_s, r.train_tok_cpu_s, r.eval_tok_s,
                    load_average());
       } else {

@@ -1,0 +1,77 @@
+"""One table for the performance issue: lockstep's training modes and PyTorch's, same model, same run.
+
+  python3 bench/train/perf_table.py --bench /tmp/b/bench/train/train_bench --device cuda --steps 5 \
+      [--config gpt2-124m:16:1024:50304] [--torch-modes fp32,bf16,bf16-compile,bf16-det] [--log perf.log]
+
+Rows: lockstep float canonical, units forward-only (--linear units), units with the unit
+backward (--linear units --unit-backward); then each PyTorch mode (torch_reference.py:
+fp32 TF32 off, bf16 autocast, bf16 + torch.compile, bf16 deterministic; fused AdamW).
+Columns: tokens/s, ms/step, peak GPU memory (PyTorch), and each lockstep row's ratio to
+every PyTorch row. MFU is against the model FLOPs 6·params·tokens + attention
+(12·layers·T·d per token) and the measured cuBLAS bf16 8192³ ceiling when --bf16-tflops is
+given (bench/cuda/int8_gemm_bench prints it). The full output goes to --log too.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch_reference as tr  # noqa: E402  (exits 0 with a message where torch is missing)
+
+LOCKSTEP_MODES = [("float canonical", []), ("units fwd", ["--linear", "units"]),
+                  ("units + unit bwd", ["--linear", "units", "--unit-backward"])]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--bench", required=True)
+    ap.add_argument("--device", default="cuda", choices=["cpu", "cuda"])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--config", default="gpt2-124m:16:1024:50304")
+    ap.add_argument("--torch-modes", default="fp32,bf16,bf16-compile,bf16-det")
+    ap.add_argument("--bf16-tflops", type=float, default=0.0, help="measured bf16 GEMM ceiling for MFU")
+    ap.add_argument("--log", default="")
+    a = ap.parse_args()
+    lines = []
+
+    def say(s):
+        print(s, flush=True)
+        lines.append(s)
+
+    rows = []
+    for name, flags in LOCKSTEP_MODES:
+        cmd = [a.bench, a.config, "--json", "--threads", str(a.threads), "--steps", str(a.steps), "--device", a.device] + flags
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            say(f"lockstep {name}: failed ({p.stderr.strip().splitlines()[-1] if p.stderr.strip() else p.returncode})")
+            continue
+        c = json.loads(p.stdout.strip().splitlines()[-1])
+        rows.append((f"lockstep {name}", c["train_tok_s"], c["ms_per_step"], float("nan"), c))
+    if not rows:
+        return 1
+    c = rows[0][4]
+    tokens = c["batch"] * c["seq"]
+    flops_per_token = 6 * c["params"] + 12 * c["n_layer"] * c["seq"] * c["d_model"]
+    for m in [m for m in a.torch_modes.split(",") if m]:
+        rate, peak = tr.torch_tokens_per_second(c, a.threads, a.steps, a.device, m, with_memory=True)
+        rows.append((f"PyTorch {m}", rate, 1e3 * tokens / rate, peak / 2**30, None))
+    torch_rows = [r for r in rows if r[4] is None]
+    head = f"{'row':<26} {'tok/s':>9} {'ms/step':>9} {'MFU':>6} {'peak GiB':>9}" + "".join(
+        f" {'/' + r[0].split(' ', 1)[1]:>13}" for r in torch_rows)
+    say(f"{a.config} on {a.device}, {a.steps} timed steps; MFU vs bf16 {a.bf16_tflops or 'n/a'} TFLOP/s")
+    say(head)
+    for r in rows:
+        mfu = (r[1] * flops_per_token / 1e12 / a.bf16_tflops) if a.bf16_tflops else float("nan")
+        ratios = "".join(f" {r[1] / t[1]:>13.3f}" for t in torch_rows) if r[4] is not None else ""
+        say(f"{r[0]:<26} {r[1]:>9.0f} {r[2]:>9.1f} {mfu:>6.1%} {r[3]:>9.2f}{ratios}")
+    if a.log:
+        with open(a.log, "w") as f:
+            f.write("\n".join(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
