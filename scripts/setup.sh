@@ -11,6 +11,7 @@ packages=(
   libxxhash-dev                                # tensor bit-pattern hashing
   libmpfr-dev                                  # independent reference for the IEEE oracle
   zlib1g-dev                                   # inflating the corpus package's R data
+  python3-matplotlib                           # scripts/plot_runs.py (loss curves to PNG) and its test
 )
 
 missing=()

@@ -168,6 +168,14 @@ struct TrainCommand {
                                         "mismatch), warn, or off")
                             ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
                             ->default_str(d.audit));
+    text_opts.push_back(cmd->add_option("--linear", cfg.linear,
+                                        "float, or units: every linear layer of the blocks through the int8 units "
+                                        "(docs/UNITS.md; float backward unless --unit-backward)")
+                            ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
+                            ->default_str(d.linear));
+    text_opts.push_back(cmd->add_flag("--unit-backward", cfg.unit_backward,
+                                      "with --linear units: dx and dW through int8 products as well"));
+    text_opts.push_back(cmd->add_flag("--units-head", cfg.units_head, "with --linear units: the LM head too"));
     cmd->add_option("--resume", resume, "continue the run in this directory (or from this checkpoint)");
     cmd->add_flag("--force", force, "start over in an --out directory that already holds a run");
     num.add(cmd, "steps", "optimizer steps", num_text(static_cast<double>(d.steps)));

@@ -142,6 +142,10 @@ TEST_F(TrainCli, BadFlagsAreRejectedNamingTheFlag) {
       {"--device tpu", "--device must be cpu or cuda, got 'tpu'"},
       {"--activations some", "--activations must be keep or recompute, got 'some'"},
       {"--audit sometimes", "--audit must be stop, warn or off, got 'sometimes'"},
+      {"--linear int8", "--linear must be float or units, got 'int8'"},
+      {"--unit-backward", "--unit-backward requires --linear units (got --linear float)"},
+      {"--units-head", "--units-head requires --linear units (got --linear float)"},
+      {"--linear units --model bitnet-micro", "--linear units: --model bitnet-micro is a bitnet model"},
   };
   for (const auto& [flags, msg] : cases) {
     const Result r = run(base + flags);

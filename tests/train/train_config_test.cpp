@@ -146,3 +146,38 @@ TEST(TrainMath, BitsPerByteAndBatchSeed) {
   EXPECT_NE(batch_seed(1), 1u);
   EXPECT_EQ(batch_seed(1), batch_seed(1));
 }
+
+// The linear mode's flags (docs/UNITS.md): the values, the options that need
+// --linear units, bitnet refused, the JSON round trip, and a run config of
+// before the units (no such fields) read as the float mode.
+TEST(TrainConfig, LinearModeFlags) {
+  TrainConfig c;
+  c.linear = "int4";
+  EXPECT_EQ(message_of([&] { c.validate(); }), "--linear must be float or units, got 'int4'");
+  c.linear = "float";
+  c.unit_backward = true;
+  EXPECT_EQ(message_of([&] { c.validate(); }), "--unit-backward requires --linear units (got --linear float)");
+  c.unit_backward = false;
+  c.units_head = true;
+  EXPECT_EQ(message_of([&] { c.validate(); }), "--units-head requires --linear units (got --linear float)");
+  c.linear = "units";
+  c.unit_backward = true;
+  EXPECT_NO_THROW(c.validate());
+  const auto mc = c.model_config(300, 0);
+  EXPECT_EQ(mc.linear, lockstep::model::LinearMode::Units);
+  EXPECT_TRUE(mc.unit_backward && mc.units_head);
+  const TrainConfig r = TrainConfig::from_json(c.to_json());
+  EXPECT_EQ(r.linear, "units");
+  EXPECT_TRUE(r.unit_backward && r.units_head);
+  c.model = "bitnet-micro";
+  EXPECT_NE(message_of([&] { c.model_config(300, 0); }).find("--linear units: --model bitnet-micro is a bitnet model"),
+            std::string::npos);
+  std::string old = TrainConfig{}.to_json();
+  for (const char* key : {"linear", "unit_backward", "units_head"}) {
+    const auto at = old.find(std::string("\"") + key + "\"");
+    ASSERT_NE(at, std::string::npos);
+    old.erase(at, old.find('\n', at) - at + 1);
+  }
+  EXPECT_EQ(TrainConfig::from_json(old).linear, "float");
+  EXPECT_EQ(TrainConfig{}.model_config(300, 0).linear, lockstep::model::LinearMode::Float);
+}

@@ -16,6 +16,8 @@ const char* family_name(Family f) {
   return "?";
 }
 
+const char* linear_mode_name(LinearMode m) { return m == LinearMode::Units ? "units" : "float"; }
+
 void ModelConfig::validate() const {
   auto need = [](bool ok, const std::string& msg) {
     if (!ok) throw std::invalid_argument("model config: " + msg);
@@ -30,6 +32,10 @@ void ModelConfig::validate() const {
   need(head_dim > 0, fmt::format("head_dim must be > 0, got {}", head_dim));
   need(d_ff > 0, fmt::format("d_ff must be > 0, got {}", d_ff));
   need(norm_eps > 0, fmt::format("norm_eps must be > 0, got {}", norm_eps));
+  need(linear == LinearMode::Units || !unit_backward, "unit_backward needs the units linear mode (linear = units)");
+  need(linear == LinearMode::Units || !units_head, "units_head needs the units linear mode (linear = units)");
+  need(family != Family::Bitnet || linear == LinearMode::Float,
+       "bitnet's projections are BitLinear: the units linear mode applies to gpt2 and llama");
   if (family == Family::Gpt2) {
     need(n_head * head_dim == d_model,
          fmt::format("gpt2 needs n_head*head_dim == d_model ({}*{} != {})", n_head, head_dim, d_model));
@@ -61,9 +67,12 @@ std::int64_t ModelConfig::parameter_count() const {
 }
 
 std::string ModelConfig::summary() const {
-  return fmt::format("{} {}L d{} h{}/kv{}x{} ff{} vocab{} ctx{} ({:.1f}M params)", family_name(family), n_layer,
-                     d_model, n_head, n_kv_head, head_dim, d_ff, vocab_size, max_seq,
-                     static_cast<double>(parameter_count()) / 1e6);
+  std::string s = fmt::format("{} {}L d{} h{}/kv{}x{} ff{} vocab{} ctx{} ({:.1f}M params)", family_name(family), n_layer,
+                              d_model, n_head, n_kv_head, head_dim, d_ff, vocab_size, max_seq,
+                              static_cast<double>(parameter_count()) / 1e6);
+  if (linear == LinearMode::Units)
+    s += fmt::format(", int8 units linear{}{}", unit_backward ? " + unit backward" : "", units_head ? " + LM head" : "");
+  return s;
 }
 
 namespace {
@@ -192,6 +201,13 @@ std::string to_hf_config_json(const ModelConfig& c) {
   if (c.bos_token >= 0) j["bos_token_id"] = c.bos_token;
   if (c.eos_token >= 0) j["eos_token_id"] = c.eos_token;
   j["torch_dtype"] = "float32";
+  // lockstep's own keys, written only off the default (a float model's
+  // config.json is unchanged): how the linear layers were trained.
+  if (c.linear != LinearMode::Float) {
+    j["lockstep_linear"] = linear_mode_name(c.linear);
+    j["lockstep_unit_backward"] = c.unit_backward;
+    j["lockstep_units_head"] = c.units_head;
+  }
   return j.dump(2) + "\n";
 }
 
@@ -268,6 +284,12 @@ ModelConfig from_hf_config_json(const std::string& text, const std::string& what
   }
   c.bos_token = opt_token("bos_token_id");
   c.eos_token = opt_token("eos_token_id");
+  const std::string linear = j.value("lockstep_linear", std::string("float"));
+  if (linear != "float" && linear != "units")
+    throw std::runtime_error(fmt::format("{}: lockstep_linear '{}' is neither float nor units", what, linear));
+  c.linear = linear == "units" ? LinearMode::Units : LinearMode::Float;
+  c.unit_backward = get_bool("lockstep_unit_backward", false);
+  c.units_head = get_bool("lockstep_units_head", false);
   try {
     c.validate();
   } catch (const std::invalid_argument& e) {

@@ -21,6 +21,15 @@ enum class RopeLayout {
   Interleaved,  // GPT-J / Meta reference: pairs (2i, 2i + 1)
 };
 
+// How the linear layers compute (ops/units.hpp, docs/UNITS.md): the float
+// product, or the int8 units (forward through Int8Linear; with unit_backward
+// its dx and dW as well). Part of the run: it changes every bit after the
+// first linear layer.
+enum class LinearMode {
+  Float,  // ops::Linear (the default)
+  Units,  // ops::Int8Linear
+};
+
 struct ModelConfig {
   Family family = Family::Gpt2;
   std::int64_t vocab_size = 0;
@@ -36,6 +45,13 @@ struct ModelConfig {
   RopeLayout rope_layout = RopeLayout::RotateHalf;
   bool tie_embeddings = true;
   std::int64_t bos_token = -1, eos_token = -1;  // -1: none
+  // The linear layers (not an architecture field: a checkpoint trained with
+  // units records it in config.json as lockstep_linear, and reloads with it).
+  // Units: every linear layer of the blocks (GPT-2 c_attn, c_proj, c_fc,
+  // c_proj; LLaMA q/k/v/o, gate/up/down); the LM head only with units_head.
+  LinearMode linear = LinearMode::Float;
+  bool unit_backward = false;  // units: dx and dW through int8 products too
+  bool units_head = false;     // units: the LM head too
 
   // Throws std::invalid_argument naming the field when the shapes do not fit
   // together (heads not dividing d_model, kv heads not dividing heads, ...).
@@ -47,6 +63,7 @@ struct ModelConfig {
 };
 
 const char* family_name(Family f);
+const char* linear_mode_name(LinearMode m);  // "float", "units"
 
 // Named presets: gpt2-124m (GPT-2 small's exact shapes), gpt2-tiny, gpt2-small-char (tiny
 // presets sized for CPU training), llama-tiny, bitnet-b1.58-2b (the 2B4T shapes), bitnet-tiny;

@@ -243,12 +243,37 @@ class FamilyEngine {
   std::size_t head_rows() const { return logits_only() ? 1 : N_; }
   const T* head_input() const { return s_.h.data() + (logits_only() ? N_ - 1 : 0) * D_; }
 
+  // A linear step (a Step of ops::Linear) in the run's linear mode
+  // (ModelConfig::linear, data, not a copy of the lists): the float product,
+  // or the int8 unit (ops::Int8Linear, with the config's unit backward) —
+  // for the LM head (`head`) only with units_head. Every kernel set serves
+  // both (model/kernel_set.hpp: a Linear step requires Int8Linear's kernels).
+  bool units_for(bool head) const {
+    return cfg_.linear == LinearMode::Units && (!head || cfg_.units_head);
+  }
+  ops::Int8LinearConfig unit_config(const ops::Linear::Config& c) const {
+    return {c.rows, c.in, c.out, c.bias, cfg_.unit_backward};
+  }
+  void linear_fwd(const ops::Linear::Config& c, const ops::Linear::FwdArgs<T>& a, bool head = false) {
+    if (units_for(head))
+      k_.template forward<ops::Int8Linear>(unit_config(c), {.x = a.x, .w = a.w, .b = a.b, .y = a.y});
+    else
+      k_.template forward<ops::Linear>(c, a);
+  }
+  void linear_bwd(const ops::Linear::Config& c, const ops::Linear::BwdArgs<T>& a, bool head = false) {
+    if (units_for(head))
+      k_.template backward<ops::Int8Linear>(unit_config(c),
+                                            {.x = a.x, .w = a.w, .dy = a.dy, .dx = a.dx, .dw = a.dw, .db = a.db});
+    else
+      k_.template backward<ops::Linear>(c, a);
+  }
+
   template <class Op>
   void proj_fwd(std::size_t rows, std::size_t in, std::size_t out, const T* x, const T* w, T* y, Aux& aux) {
     if constexpr (std::is_same_v<Op, ops::BitLinear>)
       k_.template forward<ops::BitLinear>({rows, in, out}, {.x = x, .w = w, .y = y}, aux);
     else
-      k_.template forward<ops::Linear>({rows, in, out, false}, {.x = x, .w = w, .b = nullptr, .y = y});
+      linear_fwd({rows, in, out, false}, {.x = x, .w = w, .b = nullptr, .y = y});
   }
   template <class Op>
   void proj_bwd(std::size_t rows, std::size_t in, std::size_t out, const T* x, const T* w, const T* dy, T* dx, T* dw,
@@ -256,8 +281,7 @@ class FamilyEngine {
     if constexpr (std::is_same_v<Op, ops::BitLinear>)
       k_.template backward<ops::BitLinear>({rows, in, out}, {.x = x, .w = w, .dy = dy, .dx = dx, .dw = dw}, aux);
     else
-      k_.template backward<ops::Linear>({rows, in, out, false},
-                                        {.x = x, .w = w, .dy = dy, .dx = dx, .dw = dw, .db = nullptr});
+      linear_bwd({rows, in, out, false}, {.x = x, .w = w, .dy = dy, .dx = dx, .dw = dw, .db = nullptr});
   }
 
   // The embedding's gradient; tied to the LM head, it is the second

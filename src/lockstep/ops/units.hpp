@@ -416,13 +416,16 @@ struct Int8Linear {
       }
     return e;
   }
-  // A cotangent off the grid whose rows differ in scale by up to 2^12 (as a
-  // token's gradient differs from another's): where the axis of dy's
-  // quantization shows.
-  static Tensor<float> spread_cotangent(const Config& c, ad::Rng& rng) {
+  // A cotangent off the grid whose rows (or columns) differ in scale by up to
+  // 2^12 (as one token's gradient differs from another's, or one output
+  // feature's): where the axis of dy's quantization shows (by rows for dx, by
+  // columns for dW: a row-quantized dy loses the small columns, a
+  // column-quantized one the small rows).
+  static Tensor<float> spread_cotangent(const Config& c, ad::Rng& rng, bool spread_columns) {
     Tensor<double> d = rng.normal({c.rows, c.out});
     for (std::size_t n = 0; n < c.rows; ++n)
-      for (std::size_t m = 0; m < c.out; ++m) d[n * c.out + m] *= std::ldexp(1.0, -6 * static_cast<int>(n % 3));
+      for (std::size_t m = 0; m < c.out; ++m)
+        d[n * c.out + m] *= std::ldexp(1.0, -6 * static_cast<int>((spread_columns ? m : n) % 3));
     return d.cast<float>();
   }
 
@@ -453,12 +456,14 @@ struct Int8Linear {
                  : "epilogue = exact int dot × scales, 2 roundings (float)",
           y.numel(), worst, worst, tol, worst <= tol, "epilogue error beyond its float roundings");
     if (!c.unit_backward) return;
-    const Tensor<float> dy = spread_cotangent(c, rng);
-    const Excess e = unit_backward_excess(c, in, dy, backward<float>(c, in, {}, Outputs<float>{dy}));
-    const double m = std::max(e.dx, e.dw);
-    k.add("unit backward within its quantization bound of the float STE backward (float)", in.x.numel() + in.w.numel(),
-          m, m, 1.0, m <= 1.0,
-          fmt::format("|unit - float| / bound: dx {:.3g}, dW {:.3g}", e.dx, e.dw));
+    for (bool spread_columns : {false, true}) {
+      const Tensor<float> dy = spread_cotangent(c, rng, spread_columns);
+      const Excess e = unit_backward_excess(c, in, dy, backward<float>(c, in, {}, Outputs<float>{dy}));
+      const double m = std::max(e.dx, e.dw);
+      k.add("unit backward within its quantization bound of the float STE backward (float)",
+            in.x.numel() + in.w.numel(), m, m, 1.0, m <= 1.0,
+            fmt::format("|unit - float| / bound: dx {:.3g}, dW {:.3g}", e.dx, e.dw));
+    }
   }
 };
 

@@ -46,6 +46,10 @@ void TrainConfig::validate() const {
        fmt::format("--activations must be keep or recompute, got '{}'", activations));
   need(audit == "stop" || audit == "warn" || audit == "off",
        fmt::format("--audit must be stop, warn or off, got '{}'", audit));
+  need(linear == "float" || linear == "units", fmt::format("--linear must be float or units, got '{}'", linear));
+  need(!unit_backward || linear == "units",
+       fmt::format("--unit-backward requires --linear units (got --linear {})", linear));
+  need(!units_head || linear == "units", fmt::format("--units-head requires --linear units (got --linear {})", linear));
   need(threads >= 0 && threads <= 4096, fmt::format("--threads must be in [0, 4096], got {}", threads));
   need(eval_every >= 0, fmt::format("--eval-every must be >= 0, got {}", eval_every));
   need(eval_tokens >= 1, fmt::format("--eval-tokens must be >= 1, got {}", eval_tokens));
@@ -61,6 +65,13 @@ model::ModelConfig TrainConfig::model_config(std::int64_t vocab_size, std::int64
   model::ModelConfig c = model::preset(model);  // throws listing the known presets
   c.vocab_size = vocab_size;
   c.bos_token = c.eos_token = eos_token;  // <|endoftext|> separates documents, as in GPT-2
+  if (linear == "units" && c.family == model::Family::Bitnet)
+    throw std::invalid_argument(fmt::format(
+        "--linear units: --model {} is a bitnet model, whose projections are BitLinear already (units: gpt2, llama)",
+        model));
+  c.linear = linear == "units" ? model::LinearMode::Units : model::LinearMode::Float;
+  c.unit_backward = unit_backward;
+  c.units_head = units_head;
   if (seq > c.max_seq)
     throw std::invalid_argument(
         fmt::format("--seq {} exceeds the context of --model {} ({} positions)", seq, model, c.max_seq));
@@ -91,6 +102,9 @@ std::string TrainConfig::to_json() const {
   j["device"] = device;
   j["audit"] = audit;
   j["activations"] = activations;
+  j["linear"] = linear;
+  j["unit_backward"] = unit_backward;
+  j["units_head"] = units_head;
   j["seed"] = seed;
   j["eval_every"] = eval_every;
   j["eval_tokens"] = eval_tokens;
@@ -127,6 +141,10 @@ TrainConfig TrainConfig::from_json(std::string_view json, const std::string& wha
     if (j.contains("device")) j.at("device").get_to(c.device);  // absent before the CUDA backend: cpu
     if (j.contains("audit")) j.at("audit").get_to(c.audit);
     if (j.contains("activations")) j.at("activations").get_to(c.activations);
+    // absent before the int8 units: the float linear layers
+    if (j.contains("linear")) j.at("linear").get_to(c.linear);
+    if (j.contains("unit_backward")) j.at("unit_backward").get_to(c.unit_backward);
+    if (j.contains("units_head")) j.at("units_head").get_to(c.units_head);
     j.at("seed").get_to(c.seed);
     j.at("eval_every").get_to(c.eval_every);
     j.at("eval_tokens").get_to(c.eval_tokens);

@@ -34,6 +34,14 @@ struct TrainConfig {
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
   double grad_clip = 1.0;           // global L2 norm; 0 = no clipping
 
+  // The linear layers (model::LinearMode, docs/UNITS.md): float, or units (the
+  // int8 unit linear in every block's linear layers; unit_backward: dx and dW
+  // through int8 products too; units_head: the LM head too). Part of the run:
+  // a resume keeps them.
+  std::string linear = "float";
+  bool unit_backward = false;
+  bool units_head = false;
+
   // Execution.
   int threads = 0;                  // 0 = all hardware threads (the bits do not depend on it)
   std::string device = "cpu";       // cpu or cuda (the same bits on either; a run may resume on the other)

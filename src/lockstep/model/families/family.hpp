@@ -87,8 +87,8 @@ struct LmHeadAndLoss {
   std::size_t rows;  // rows of the final norm's output the LM head reads
   explicit LmHeadAndLoss(E& en) : e(en), rows(en.head_rows()) {}
   void forward(Step<"lm_head", ops::Linear>) {
-    e.k_.template forward<ops::Linear>({rows, e.D_, e.V_, false},
-                                       {.x = e.s_.hn.data(), .w = e.P(e.head_), .b = nullptr, .y = e.s_.logits.data()});
+    e.linear_fwd({rows, e.D_, e.V_, false},
+                 {.x = e.s_.hn.data(), .w = e.P(e.head_), .b = nullptr, .y = e.s_.logits.data()}, true);
   }
   void forward(Step<"loss", ops::CrossEntropy>) {
     if (e.logits_only()) return;
@@ -103,9 +103,10 @@ struct LmHeadAndLoss {
                                                              .dlogits = e.s_.logits.data()});
   }
   void backward(Step<"lm_head", ops::Linear>) {
-    e.k_.template backward<ops::Linear>({e.N_, e.D_, e.V_, false}, {.x = e.s_.hn.data(), .w = e.P(e.head_),
-                                                                    .dy = e.s_.logits.data(), .dx = e.s_.dn.data(),
-                                                                    .dw = e.G(e.head_), .db = nullptr});
+    e.linear_bwd({e.N_, e.D_, e.V_, false},
+                 {.x = e.s_.hn.data(), .w = e.P(e.head_), .dy = e.s_.logits.data(), .dx = e.s_.dn.data(),
+                  .dw = e.G(e.head_), .db = nullptr},
+                 true);
   }
 };
 

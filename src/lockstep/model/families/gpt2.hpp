@@ -157,7 +157,7 @@ struct Gpt2Family : FamilyLayers<Family::Gpt2, gpt2::Stem, gpt2::Block, gpt2::He
                                                            .rstd = a.n1_rstd.data()});
     }
     void forward(gpt2::CAttn) {
-      e.k_.template forward<ops::Linear>({N, D, 3 * D, true},
+      e.linear_fwd({N, D, 3 * D, true},
                                          {.x = a.n1.data(), .w = e.P(p.attn_w), .b = e.P(p.attn_b), .y = a.qkv.data()});
     }
     void forward(gpt2::Attn) {
@@ -166,7 +166,7 @@ struct Gpt2Family : FamilyLayers<Family::Gpt2, gpt2::Stem, gpt2::Block, gpt2::He
                                                             .ldkv = 3 * D, .o = a.att.data(), .lse = a.lse.data()});
     }
     void forward(gpt2::AttnProj) {
-      e.k_.template forward<ops::Linear>({N, D, D, true},
+      e.linear_fwd({N, D, D, true},
                                          {.x = a.att.data(), .w = e.P(p.o_w), .b = e.P(p.o_b), .y = s.branch.data()});
     }
     void forward(gpt2::Residual1) {
@@ -179,14 +179,14 @@ struct Gpt2Family : FamilyLayers<Family::Gpt2, gpt2::Stem, gpt2::Block, gpt2::He
                                                            .rstd = a.n2_rstd.data()});
     }
     void forward(gpt2::CFc) {
-      e.k_.template forward<ops::Linear>({N, D, F, true},
+      e.linear_fwd({N, D, F, true},
                                          {.x = a.n2.data(), .w = e.P(p.fc_w), .b = e.P(p.fc_b), .y = a.fc.data()});
     }
     void forward(gpt2::Act) {
       e.k_.template forward<ops::Gelu>(e.elems(N * F), {.x = a.fc.data(), .y = a.act.data()}, a.aux[kAct]);
     }
     void forward(gpt2::MlpProj) {
-      e.k_.template forward<ops::Linear>(
+      e.linear_fwd(
           {N, F, D, true}, {.x = a.act.data(), .w = e.P(p.down_w), .b = e.P(p.down_b), .y = s.branch.data()});
     }
     void forward(gpt2::Residual2) {
@@ -201,7 +201,7 @@ struct Gpt2Family : FamilyLayers<Family::Gpt2, gpt2::Stem, gpt2::Block, gpt2::He
                                                {.dy = s.dx.data(), .da = s.dx.data(), .db = s.dx.data()});
     }
     void backward(gpt2::MlpProj) {
-      e.k_.template backward<ops::Linear>({N, F, D, true}, {.x = a.act.data(), .w = e.P(p.down_w), .dy = s.dx.data(),
+      e.linear_bwd({N, F, D, true}, {.x = a.act.data(), .w = e.P(p.down_w), .dy = s.dx.data(),
                                                             .dx = s.dact.data(), .dw = e.G(p.down_w),
                                                             .db = e.G(p.down_b)});
     }
@@ -210,7 +210,7 @@ struct Gpt2Family : FamilyLayers<Family::Gpt2, gpt2::Stem, gpt2::Block, gpt2::He
                                         a.aux[kAct]);
     }
     void backward(gpt2::CFc) {
-      e.k_.template backward<ops::Linear>({N, D, F, true}, {.x = a.n2.data(), .w = e.P(p.fc_w), .dy = s.dfc.data(),
+      e.linear_bwd({N, D, F, true}, {.x = a.n2.data(), .w = e.P(p.fc_w), .dy = s.dfc.data(),
                                                             .dx = s.dn.data(), .dw = e.G(p.fc_w), .db = e.G(p.fc_b)});
     }
     void backward(gpt2::Ln2) { layernorm_backward(a.mid.data(), p.n2_w, p.n2_b, a.n2_mean.data(), a.n2_rstd.data()); }
@@ -219,7 +219,7 @@ struct Gpt2Family : FamilyLayers<Family::Gpt2, gpt2::Stem, gpt2::Block, gpt2::He
                                                {.dy = s.dx.data(), .da = s.dx.data(), .db = s.dx.data()});
     }
     void backward(gpt2::AttnProj) {
-      e.k_.template backward<ops::Linear>({N, D, D, true}, {.x = a.att.data(), .w = e.P(p.o_w), .dy = s.dx.data(),
+      e.linear_bwd({N, D, D, true}, {.x = a.att.data(), .w = e.P(p.o_w), .dy = s.dx.data(),
                                                             .dx = s.datt.data(), .dw = e.G(p.o_w), .db = e.G(p.o_b)});
     }
     void backward(gpt2::Attn) {
@@ -231,7 +231,7 @@ struct Gpt2Family : FamilyLayers<Family::Gpt2, gpt2::Stem, gpt2::Block, gpt2::He
                                                              .dv = d + 2 * D});
     }
     void backward(gpt2::CAttn) {
-      e.k_.template backward<ops::Linear>({N, D, 3 * D, true}, {.x = a.n1.data(), .w = e.P(p.attn_w),
+      e.linear_bwd({N, D, 3 * D, true}, {.x = a.n1.data(), .w = e.P(p.attn_w),
                                                                 .dy = s.dqkv.data(), .dx = s.dn.data(),
                                                                 .dw = e.G(p.attn_w), .db = e.G(p.attn_b)});
     }
