@@ -15,6 +15,9 @@
 
 #include "audit_problems.hpp"
 #include "lockstep/backend/cuda/audit.hpp"
+#include "lockstep/ops/units.hpp"
+#include "lockstep/ad/rng.hpp"
+#include "lockstep/backend/cpu/ops.hpp"
 
 using namespace lockstep;
 
@@ -143,6 +146,46 @@ TEST(AuditHost, BitLinearForwardCellsAreTheCpuKernelsBitsAndACorruptedCellIsName
   for (std::size_t k = 0; k < p.K; ++k) mx = std::fabs(last[k]) > mx ? std::fabs(last[k]) : mx;
   last[0] = 2.0f * mx;
   caught("bitlinear_fwd [33 x 17, k 40]: cell (32, 0)");
+}
+
+// The int8 unit linear's forward audit: cells = cpu::OpKernels' bits (with
+// and without bias), a cell one ulp off and a changed input row are named.
+TEST(AuditHost, Int8LinearForwardCellsAreTheCpuKernelsBitsAndACorruptedCellIsNamed) {
+  ad::Rng rng(5);
+  for (const bool bias : {false, true}) {
+    const ops::Int8LinearConfig c{33, 40, 17, bias, false};
+    std::vector<float> x(c.rows * c.in), w(c.out * c.in), b(c.out), y(c.rows * c.out);
+    for (auto& v : x) v = static_cast<float>(rng.uniform(-3, 3));
+    for (auto& v : w) v = static_cast<float>(rng.uniform(-0.1, 0.1));
+    for (auto& v : b) v = static_cast<float>(rng.uniform(-1, 1));
+    cpu::OpKernels k;
+    k.forward<ops::Int8Linear>(c, {.x = x.data(), .w = w.data(), .b = bias ? b.data() : nullptr, .y = y.data()});
+    HostAudits on(32);
+    const float* bp = bias ? b.data() : nullptr;
+    EXPECT_NO_THROW(cuda::audit::int8_linear_fwd(c.rows, c.in, c.out, x.data(), w.data(), bp, y.data()));
+    EXPECT_EQ(cuda::audit::stats().cells, 6u + 32u);
+    EXPECT_EQ(cuda::audit::stats().mismatches, 0u);
+    auto caught = [&](const std::string& want) {
+      try {
+        cuda::audit::int8_linear_fwd(c.rows, c.in, c.out, x.data(), w.data(), bp, y.data());
+        ADD_FAILURE() << "not caught: " << want;
+      } catch (const std::runtime_error& e) {
+        std::printf("caught: %s\n", e.what());
+        EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+      }
+    };
+    float& cell = y[(c.rows - 1) * c.out + c.out / 2];  // the last row's middle: always audited
+    const float keep = cell;
+    cell = std::nextafter(keep, 1e30f);
+    caught("int8_linear_fwd [33 x 17, k 40]: cell (32, 8)");
+    cell = keep;
+    // The weight quantizer is audited too: the last weight row's maximum doubled changes its step.
+    float* last = w.data() + (c.out - 1) * c.in;
+    float mx = 0.0f;
+    for (std::size_t kk = 0; kk < c.in; ++kk) mx = std::fabs(last[kk]) > mx ? std::fabs(last[kk]) : mx;
+    last[0] = 2.0f * mx;
+    caught("int8_linear_fwd [33 x 17, k 40]: cell (0, 16)");
+  }
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include "lockstep/num/rng.hpp"
 #include "lockstep/ops/quant.hpp"
 #include "lockstep/ops/scalar.hpp"
+#include "lockstep/ops/units.hpp"
 #include "lockstep/util/parallel.hpp"
 
 namespace lockstep::cuda::audit {
@@ -408,6 +409,41 @@ void bitlinear_fwd(std::size_t N, std::size_t K, std::size_t M, const float* x, 
     if (bits(want) != bits(got))
       mismatch(fmt::format("bitlinear_fwd [{} x {}, k {}]: cell ({}, {}): cpu 0x{:08x} ({}) vs cuda 0x{:08x} ({})", N,
                            M, K, a.n, a.m, bits(want), want, bits(got), got));
+  }
+}
+
+void int8_linear_fwd(std::size_t N, std::size_t K, std::size_t M, const float* x, const float* w, const float* b,
+                     const float* y) {
+  if (!g_opt.enabled || N == 0 || M == 0) return;
+  Timer timer;
+  struct At {
+    std::size_t n, m, x, w, b, y;
+  };
+  Staging st;
+  std::vector<At> at;
+  for (const auto& [n, m] : cells(N, M, g_opt.interior, next_launch())) {
+    At a{n, m, 0, 0, 0, 0};
+    a.x = st.add(x + n * K, 1, K, K);
+    a.w = st.add(w + m * K, 1, K, K);
+    if (b != nullptr) a.b = st.add(b + m, 1, 1, 1);
+    a.y = st.add(y + n * M + m, 1, 1, 1);
+    at.push_back(a);
+  }
+  const std::vector<float>& h = st.fetch();
+  const auto floor_v = static_cast<float>(ops::Int8Linear::kFloor);
+  for (const At& a : at) {
+    const ops::RowCodes<float> cx = ops::quantize_rows(h.data() + a.x, 1, K, floor_v);
+    const ops::RowCodes<float> cw = ops::quantize_rows(h.data() + a.w, 1, K, floor_v);
+    std::int32_t acc = 0;
+    for (std::size_t kk = 0; kk < K; ++kk)
+      acc += static_cast<std::int32_t>(cx.q[kk]) * static_cast<std::int32_t>(cw.q[kk]);
+    float want = ops::unit_epilogue(acc, cx.step[0], cw.step[0]);
+    if (b != nullptr) want = want + h[a.b];
+    const float got = h[a.y];
+    ++timer.cells;
+    if (bits(want) != bits(got))
+      mismatch(fmt::format("int8_linear_fwd [{} x {}, k {}]: cell ({}, {}): cpu 0x{:08x} ({}) vs cuda 0x{:08x} ({})",
+                           N, M, K, a.n, a.m, bits(want), want, bits(got), got));
   }
 }
 

@@ -85,4 +85,12 @@ void attention_bwd(const ops::Attention::Config& c, const float* q, std::size_t 
 void bitlinear_fwd(std::size_t N, std::size_t K, std::size_t M, const float* x, const float* w, float scale,
                    const float* y);
 
+// The int8 unit linear's forward y [N, M] = ((f32(Σ_k q^x_nk · q^w_mk) * step_n)
+// * wstep_m) + b_m (ops/units.hpp): cells chosen as matmul's, each recomputed
+// from the launch's rows x_n and w_m (ops::quantize_rows of each: codes and
+// step) and b_m (b may be null), so the quantizers, the int8 product and the
+// epilogue are audited together.
+void int8_linear_fwd(std::size_t N, std::size_t K, std::size_t M, const float* x, const float* w, const float* b,
+                     const float* y);
+
 }  // namespace lockstep::cuda::audit

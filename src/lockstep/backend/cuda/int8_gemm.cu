@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 #include <cublasLt.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -42,45 +43,81 @@ void dp4a_with(const std::int8_t* A, const std::int8_t* B, std::int32_t* C, std:
       <<<grid, 256, 0, stream>>>(A, B, C, static_cast<int>(N), static_cast<int>(M), K);
 }
 
-template <int BM, int BN, bool ASYNC, int MUT>
+int multiprocessors() {
+  static const int n = [] {
+    int dev = 0, count = 0;
+    check(cudaGetDevice(&dev), "int8_imma: device");
+    check(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev), "int8_imma: multiprocessors");
+    return count > 0 ? count : 1;
+  }();
+  return n;
+}
+
+// The split-K rule (a function of the shape and the device's multiprocessor
+// count): split only while the output's blocks leave multiprocessors idle,
+// each split at least 4 k tiles, at most 16 splits.
+int imma_splits(std::size_t blocks, std::size_t K) {
+  const std::size_t sms = static_cast<std::size_t>(multiprocessors());
+  if (blocks >= sms) return 1;
+  const std::size_t k_tiles = (K + int8k::kImmaK - 1) / int8k::kImmaK;
+  std::size_t s = (sms + blocks - 1) / blocks;
+  s = std::min<std::size_t>({s, k_tiles / 4, 16});
+  return s < 2 ? 1 : static_cast<int>(s);
+}
+
+template <int BM, int BN, bool ASYNC, int MUT, bool SPLIT>
 void imma_with(const std::int8_t* A, const std::int8_t* B, std::int32_t* C, std::size_t N, std::size_t M,
-               std::size_t K, bool pairs, cudaStream_t stream) {
+               std::size_t K, bool pairs, int splits, cudaStream_t stream) {
   using S = int8k::ImmaShape<BM, BN>;
   static const bool raised = [] {
-    check(cudaFuncSetAttribute(int8k::imma_kernel<BM, BN, ASYNC, MUT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               S::smem_bytes),
+    check(cudaFuncSetAttribute(int8k::imma_kernel<BM, BN, ASYNC, MUT, SPLIT>,
+                               cudaFuncAttributeMaxDynamicSharedMemorySize, S::smem_bytes),
           "int8_imma: raising the shared-memory limit");
     return true;
   }();
   (void)raised;
   const std::size_t blocks = ((N + BM - 1) / BM) * ((M + BN - 1) / BN);
   if (blocks > kIntMax) throw std::invalid_argument("int8_imma: more than 2^31 blocks");
-  int8k::imma_kernel<BM, BN, ASYNC, MUT><<<static_cast<unsigned>(blocks), S::threads, S::smem_bytes, stream>>>(
-      A, B, C, static_cast<int>(N), static_cast<int>(M), static_cast<int>(K), pairs);
+  const int k_tiles = static_cast<int>((K + int8k::kImmaK - 1) / int8k::kImmaK);
+  const int per_split = (k_tiles + splits - 1) / splits;
+  if (SPLIT) check(cudaMemsetAsync(C, 0, N * M * sizeof(std::int32_t), stream), "int8_imma: zeroing C for split-K");
+  const dim3 grid(static_cast<unsigned>(blocks), SPLIT ? static_cast<unsigned>(splits) : 1u);
+  int8k::imma_kernel<BM, BN, ASYNC, MUT, SPLIT><<<grid, S::threads, S::smem_bytes, stream>>>(
+      A, B, C, static_cast<int>(N), static_cast<int>(M), static_cast<int>(K), pairs, per_split);
 }
 
 template <int BM, int BN, int MUT>
 void imma_tile(const std::int8_t* A, const std::int8_t* B, std::int32_t* C, std::size_t N, std::size_t M,
-               std::size_t K, cudaStream_t stream, const char* path_async, const char* path_bytes) {
+               std::size_t K, cudaStream_t stream, const char* const (&paths)[4]) {
   const bool async = K % 16 == 0 && aligned(A, 16) && aligned(B, 16);
   const bool pairs = M % 2 == 0 && aligned(C, 8);
-  trace::launched(async ? path_async : path_bytes);
-  if (async) imma_with<BM, BN, true, MUT>(A, B, C, N, M, K, pairs, stream);
-  else imma_with<BM, BN, false, MUT>(A, B, C, N, M, K, pairs, stream);
+  const int splits = imma_splits(((N + BM - 1) / BM) * ((M + BN - 1) / BN), K);
+  trace::launched(paths[(async ? 0 : 1) + (splits > 1 ? 2 : 0)]);
+  if (splits > 1) {
+    if (async) imma_with<BM, BN, true, MUT, true>(A, B, C, N, M, K, pairs, splits, stream);
+    else imma_with<BM, BN, false, MUT, true>(A, B, C, N, M, K, pairs, splits, stream);
+  } else {
+    if (async) imma_with<BM, BN, true, MUT, false>(A, B, C, N, M, K, pairs, 1, stream);
+    else imma_with<BM, BN, false, MUT, false>(A, B, C, N, M, K, pairs, 1, stream);
+  }
 }
 
 template <int MUT>
 void imma_mut(int tile, const std::int8_t* A, const std::int8_t* B, std::int32_t* C, std::size_t N, std::size_t M,
               std::size_t K, cudaStream_t stream) {
-  constexpr bool m = MUT != kInt8Clean;
-  if (tile == 0)
-    imma_tile<128, 128, MUT>(A, B, C, N, M, K, stream,
-                             m ? "int8 imma 128x128 [cp.async 16B] (mutant)" : "int8 imma 128x128 [cp.async 16B]",
-                             m ? "int8 imma 128x128 [byte loads] (mutant)" : "int8 imma 128x128 [byte loads]");
-  else
-    imma_tile<128, 256, MUT>(A, B, C, N, M, K, stream,
-                             m ? "int8 imma 128x256 [cp.async 16B] (mutant)" : "int8 imma 128x256 [cp.async 16B]",
-                             m ? "int8 imma 128x256 [byte loads] (mutant)" : "int8 imma 128x256 [byte loads]");
+  // The launch trace's names: tile, loads, split-K, mutant.
+  static const char* const paths[2][2][4] = {
+      {{"int8 imma 128x128 [cp.async 16B]", "int8 imma 128x128 [byte loads]", "int8 imma 128x128 [cp.async 16B, split-K]",
+        "int8 imma 128x128 [byte loads, split-K]"},
+       {"int8 imma 128x128 [cp.async 16B] (mutant)", "int8 imma 128x128 [byte loads] (mutant)",
+        "int8 imma 128x128 [cp.async 16B, split-K] (mutant)", "int8 imma 128x128 [byte loads, split-K] (mutant)"}},
+      {{"int8 imma 128x256 [cp.async 16B]", "int8 imma 128x256 [byte loads]", "int8 imma 128x256 [cp.async 16B, split-K]",
+        "int8 imma 128x256 [byte loads, split-K]"},
+       {"int8 imma 128x256 [cp.async 16B] (mutant)", "int8 imma 128x256 [byte loads] (mutant)",
+        "int8 imma 128x256 [cp.async 16B, split-K] (mutant)", "int8 imma 128x256 [byte loads, split-K] (mutant)"}}};
+  constexpr int m = MUT != kInt8Clean ? 1 : 0;
+  if (tile == 0) imma_tile<128, 128, MUT>(A, B, C, N, M, K, stream, paths[0][m]);
+  else imma_tile<128, 256, MUT>(A, B, C, N, M, K, stream, paths[1][m]);
 }
 
 // --- cuBLASLt ---------------------------------------------------------------------

@@ -132,10 +132,16 @@ __device__ __forceinline__ void mma_s8(int (&c)[4], const unsigned (&a)[4], unsi
 // 16-byte loads (K % 16 == 0, A and B 16-byte aligned); otherwise guarded
 // byte loads stored to shared memory by the threads. pairs: C's two adjacent
 // cells of a fragment stored as one 8-byte word (M even, C 8-byte aligned).
-template <int BM, int BN, bool ASYNC, int MUT>
+//
+// SPLIT: split-K, for outputs too small to fill the device (a weight
+// gradient's 768×768 over 16384 tokens): block row y of the grid sums k tiles
+// [y·per_split, (y+1)·per_split) and adds its cells into C with integer
+// atomics, C zeroed first by the launcher. Integer addition is associative:
+// the same int32 in any order, so the sum is exact and deterministic.
+template <int BM, int BN, bool ASYNC, int MUT, bool SPLIT>
 __global__ void __launch_bounds__(ImmaShape<BM, BN>::threads, 1)
     imma_kernel(const std::int8_t* __restrict__ A, const std::int8_t* __restrict__ B, std::int32_t* __restrict__ C,
-                int N, int M, int K, bool pairs) {
+                int N, int M, int K, bool pairs, int per_split) {
   using S = ImmaShape<BM, BN>;
   extern __shared__ __align__(16) unsigned char smem[];
   const int warp = static_cast<int>(threadIdx.x >> 5), lane = static_cast<int>(threadIdx.x & 31);
@@ -150,12 +156,15 @@ __global__ void __launch_bounds__(ImmaShape<BM, BN>::threads, 1)
   const int n0 = (first + (id % per_group) % rows_in_group) * BM;
   const int m0 = ((id % per_group) / rows_in_group) * BN;
 
-  const int KT = MUT == kInt8ImmaKTailDropped ? K / kImmaK : (K + kImmaK - 1) / kImmaK;
+  const int KT_all = MUT == kInt8ImmaKTailDropped ? K / kImmaK : (K + kImmaK - 1) / kImmaK;
+  const int kt0 = SPLIT ? static_cast<int>(blockIdx.y) * per_split : 0;
+  const int kt_end = SPLIT ? (kt0 + per_split < KT_all ? kt0 + per_split : KT_all) : KT_all;
+  const int KT = kt_end > kt0 ? kt_end - kt0 : 0;  // this block's k tiles: kt0 + [0, KT)
 
   // Tile kt of both operands into stage s: (BM + BN) rows of 4 chunks of 16 codes.
   const auto load = [&](int kt, int s) {
     unsigned char* stage = smem + s * S::stage_bytes;
-    const int k0 = kt * kImmaK;
+    const int k0 = (kt0 + kt) * kImmaK;
     constexpr int chunks = (BM + BN) * 4;
 #pragma unroll
     for (int e0 = 0; e0 < chunks; e0 += S::threads) {
@@ -247,6 +256,15 @@ __global__ void __launch_bounds__(ImmaShape<BM, BN>::threads, 1)
         if (row >= N || col >= M) continue;
         std::int32_t* dst = C + static_cast<std::size_t>(row) * M + col;
         const int v0 = acc[mi][nj][2 * h], v1 = acc[mi][nj][2 * h + 1];
+        if constexpr (SPLIT) {
+          if (col + 1 < M) {
+            atomicAdd(dst, v0);
+            atomicAdd(dst + 1, v1);
+          } else if (MUT != kInt8ImmaLastColumn) {
+            atomicAdd(dst, v0);
+          }
+          continue;
+        }
         if (col + 1 < M) {
           if (pairs) {
             *reinterpret_cast<int2*>(dst) = make_int2(v0, v1);

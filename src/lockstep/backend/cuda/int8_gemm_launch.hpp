@@ -38,7 +38,11 @@ void int8_dp4a(const std::int8_t* A, const std::int8_t* B, std::int32_t* C, std:
 // 3-stage cp.async pipeline. Block tile `tile`: 0 = 128×128 (4 warps),
 // 1 = 128×256 (8 warps). The cp.async (16-byte) loads need K % 16 == 0 and
 // 16-byte aligned A and B; otherwise the same kernel loads the tiles with
-// guarded byte loads (slower, same result).
+// guarded byte loads (slower, same result). Where the output's blocks would
+// leave multiprocessors idle (fewer blocks than multiprocessors) and K has at
+// least 8 k tiles, the k tiles are split over up to 16 blocks per output tile
+// (each at least 4 tiles) that add into C, zeroed first, with integer atomics:
+// exact in any order.
 constexpr int kImmaTiles = 2;
 void int8_imma(int tile, const std::int8_t* A, const std::int8_t* B, std::int32_t* C, std::size_t N,
                std::size_t M, std::size_t K, cudaStream_t stream, int mut = kInt8Clean);

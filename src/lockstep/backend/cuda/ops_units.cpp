@@ -5,10 +5,12 @@
 // product on int8_gemm_nt (int8_gemm.hpp: whichever gated implementation the
 // race chose; the choice changes no bit) and the epilogue
 // ((f32(acc) * step_a) * step_b) (+ b). Null outputs of the backward are not
-// computed (as the float linear's).
+// computed (as the float linear's). The forward is live-audited
+// (audit::int8_linear_fwd); the backward's products are not yet.
 #include <algorithm>
 #include <cstddef>
 
+#include "lockstep/backend/cuda/audit.hpp"
 #include "lockstep/backend/cuda/gemm_launch.hpp"
 #include "lockstep/backend/cuda/int8_gemm.hpp"
 #include "lockstep/backend/cuda/ops.hpp"
@@ -32,6 +34,7 @@ void OpKernels::run(const ops::Int8LinearConfig& c, const ops::Int8Linear::FwdAr
   launch::row_quantize_i8(w, M, K, floor_v, u.qb.data(), u.sb.data(), nullptr);
   int8_gemm_nt(u.qa.data(), u.qb.data(), u.acc.data(), N, M, K);
   launch::unit_epilogue(u.acc.data(), u.sa.data(), u.sb.data(), c.bias ? b : nullptr, N, M, y);
+  audit::int8_linear_fwd(N, K, M, x, w, c.bias ? b : nullptr, y);
 }
 
 // Backward. Float STE: dx = dy·Ŵ, dW = dyᵀ·x̂ (x̂, Ŵ: the forward's codes

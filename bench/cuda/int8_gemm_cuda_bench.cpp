@@ -1,4 +1,4 @@
-// int8_gemm_bench: the int8 GEMMs of backend/cuda/int8_gemm.hpp (C = A·Bᵀ,
+// int8_gemm_cuda_bench: the int8 GEMMs of backend/cuda/int8_gemm.hpp (C = A·Bᵀ,
 // int8 codes, int32 out) — DP4A, IMMA 128x128 and 128x256 — against
 // cuBLASLt's int8 matmul in the same run, at 8192³ and at the GPT-2 124M
 // training products (16384 tokens = B 16 × T 1024: the forward's four, the
@@ -9,7 +9,7 @@
 // with dp4a's cell for cell ("exact"). Then the start-up selection's line
 // (the gates and the race of int8_gemm.hpp).
 //
-//   int8_gemm_bench [reps=10]
+//   int8_gemm_cuda_bench [reps=10]
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
