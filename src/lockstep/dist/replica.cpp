@@ -9,6 +9,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "lockstep/num/hash.hpp"
 #include "lockstep/util/parallel.hpp"
@@ -81,10 +82,22 @@ void Replica::agree(const std::string& what, const std::string& value, const std
   };
   const auto [v0, s0] = split(all[0]);
   for (int r = 1; r < world(); ++r) {
-    const auto [vr, sr] = split(all[static_cast<std::size_t>(r)]);
-    if (vr != v0)
-      throw Refused(fmt::format("{} has {} {}, {} has {} {}: replicas that differ in it refuse to train together",
-                                where(r), what, sr, where(0), what, s0));
+    auto [vr, sr] = split(all[static_cast<std::size_t>(r)]);
+    if (vr == v0) continue;
+    std::string a = sr, b = s0;
+    // Settings shown as JSON objects: only the fields that differ.
+    const auto ja = nlohmann::json::parse(sr, nullptr, false), jb = nlohmann::json::parse(s0, nullptr, false);
+    if (ja.is_object() && jb.is_object()) {
+      nlohmann::json da = nlohmann::json::object(), db = nlohmann::json::object();
+      for (const auto& [k, x] : ja.items())
+        if (!jb.contains(k) || jb[k] != x) da[k] = x;
+      for (const auto& [k, x] : jb.items())
+        if (!ja.contains(k) || ja[k] != x) db[k] = x;
+      a = da.dump();
+      b = db.dump();
+    }
+    throw Refused(fmt::format("{} has {} {}, {} has {} {}: replicas that differ in it refuse to train together",
+                              where(r), what, a, where(0), what, b));
   }
 }
 
