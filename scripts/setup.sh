@@ -11,6 +11,7 @@ packages=(
   libxxhash-dev                                # tensor bit-pattern hashing
   libmpfr-dev                                  # independent reference for the IEEE oracle
   zlib1g-dev                                   # inflating the corpus package's R data
+  clang-14 libclang-rt-14-dev                  # libFuzzer targets (scripts/fuzz.sh; CI runs each for a bounded time)
 )
 
 missing=()

@@ -600,21 +600,6 @@ LoadedModel load_model_file(const std::string& path, const LoadOptions& opt) {
   throw std::runtime_error(io::escape_bytes(path) + ": neither a GGUF file nor a Hugging Face directory or .safetensors file");
 }
 
-std::unique_ptr<model::Model> make_loaded_model(LoadedModel loaded, const std::string& device) {
-  auto m = model::make_model(loaded.config, device);
-  auto& ps = m->params();
-  if (ps.size() != loaded.params.size())
-    throw std::runtime_error(fmt::format("loaded {} parameters, the model has {}", loaded.params.size(), ps.size()));
-  for (std::size_t i = 0; i < ps.size(); ++i) {
-    if (ps[i].name != loaded.params[i].name || ps[i].shape != loaded.params[i].shape)
-      throw std::runtime_error("loaded parameter " + loaded.params[i].name + " does not match the model's " + ps[i].name);
-    model::Param& p = loaded.params[i];
-    p.decay = ps[i].decay;
-    ps[i] = std::move(p);
-  }
-  return m;
-}
-
 // ---------------------------------------------------------------------------
 // Writing GGUF
 
