@@ -3,13 +3,13 @@
 # each for N seconds (default 60), niced. Corpora live in build/fuzz/corpus/
 # (seeded from the test data when present); crashes are written to
 # build/fuzz/artifacts/ and make the script fail.
-#   scripts/fuzz.sh [seconds] [target...]     targets: gguf tiktoken gpt2 tokenizer_json encode safetensors rdata hf_config shards train_config
+#   scripts/fuzz.sh [seconds] [target...]     targets: gguf gguf_model tiktoken gpt2 tokenizer_json encode safetensors rdata hf_config shards train_config
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(gguf tiktoken gpt2 tokenizer_json encode safetensors rdata hf_config shards train_config)
+[ ${#targets[@]} -gt 0 ] || targets=(gguf gguf_model tiktoken gpt2 tokenizer_json encode safetensors rdata hf_config shards train_config)
 CXX=${CXX_FUZZ:-clang++-14}
 cmake -S fuzz -B build/fuzz -G Ninja -DCMAKE_CXX_COMPILER="$CXX" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build/fuzz -j "${LOCKSTEP_JOBS:-2}" >/dev/null
@@ -22,6 +22,7 @@ seed() {  # seed <target> <files...>
   return 0
 }
 seed gguf tests/fixtures/tok/ggml-vocab-llama-spm.gguf
+seed gguf_model tests/fixtures/fuzz/tiny-llama.gguf tests/fixtures/fuzz/tiny-bitnet.gguf
 seed tiktoken $td/tokenizers/r50k_base.tiktoken
 seed gpt2 $td/tokenizers/gpt2/vocab.bpe
 seed tokenizer_json

@@ -14,6 +14,7 @@ packages=(
   libpcre2-dev                                 # the tokenizers' general regex pre-tokenizer
   libopenmpi-dev openmpi-bin                   # data-parallel replicas under mpirun (docs/DISTRIBUTED.md)
   python3-matplotlib                           # scripts/plot_runs.py (loss curves to PNG) and its test
+  clang-14 libclang-rt-14-dev                  # libFuzzer targets (scripts/fuzz.sh; CI runs each for a bounded time)
 )
 
 missing=()

@@ -53,8 +53,11 @@ load::LoadedModel synthetic(const std::string& preset, std::uint64_t seed) {
                          spec.name != "model.embed_tokens.weight" && spec.name != "lm_head.weight";
     if (ternary) {
       std::vector<std::int8_t> codes(n);
-      for (std::size_t i = 0; i < n; ++i)
-        codes[i] = static_cast<std::int8_t>(static_cast<int>(num::rng::bits32(seed, stream, i) % 3) - 1);
+      for (std::size_t b = 0; b < (n + 3) / 4; ++b) {  // one Philox block gives 4 codes (word i % 4 of block i / 4)
+        const auto blk = num::rng::block(seed, stream, b);
+        for (std::size_t k = 0; k < 4 && 4 * b + k < n; ++k)
+          codes[4 * b + k] = static_cast<std::int8_t>(static_cast<int>(blk.w[k] % 3) - 1);
+      }
       p.dtype = tensor::DType::ternary2;
       p.trainable = false;
       p.frozen_value = tensor::Storage::ternary(spec.shape, codes, 0.02f);

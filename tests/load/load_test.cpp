@@ -13,6 +13,9 @@
 #include <filesystem>
 #include <random>
 
+#include <nlohmann/json.hpp>
+
+#include "lockstep/io/atomic_file.hpp"
 #include "lockstep/io/gguf.hpp"
 #include "lockstep/io/gguf_tensor.hpp"
 #include "lockstep/io/safetensors.hpp"
@@ -421,6 +424,28 @@ TEST(ModelFile, GgufNamesMapBothWays) {
   EXPECT_EQ(*load::gguf_name_of("model.layers.12.mlp.ffn_sub_norm.weight"), "blk.12.ffn_sub_norm.weight");
   EXPECT_EQ(*load::gguf_name_of("lm_head.weight"), "output.weight");
   EXPECT_FALSE(load::hf_name_of("blk.x.attn_q.weight"));
+}
+
+}  // namespace
+
+namespace {
+
+// transformers 5 writes rope_parameters {rope_type, rope_theta}, not rope_theta.
+TEST(ModelFile, HfConfigWithRopeParametersReadsItsTheta) {
+  auto src = source_model("bitnet-micro", 4);
+  const fs::path d = tmp_dir("ropeparams");
+  train::save_hf_model((d / "hf").string(), *src);
+  auto j = nlohmann::json::parse(io::read_file_text((d / "hf" / "config.json").string()));
+  j.erase("rope_theta");
+  j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 12345.0}};
+  const std::string text = j.dump();
+  io::write_file_atomic((d / "hf" / "config.json").string(), std::span(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()));
+  EXPECT_EQ(load::load_model_file((d / "hf").string()).config.rope_theta, 12345.0);
+  j["rope_parameters"]["rope_type"] = "yarn";
+  const std::string text2 = j.dump();
+  io::write_file_atomic((d / "hf" / "config.json").string(), std::span(reinterpret_cast<const std::uint8_t*>(text2.data()), text2.size()));
+  EXPECT_THROW(load::load_model_file((d / "hf").string()), std::runtime_error);
+  fs::remove_all(d);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 //   load_tool read IN.gguf             JSON: metadata (type, value) and tensors (dims, type, f32 bits / I2_S codes + scale)
 //   load_tool model PRESET SEED DIR    a model: DIR/lockstep.gguf (F32), DIR/hf (HF F32), DIR/i2s.gguf (BitNet);
 //                                      prints the source model's logits
+//   load_tool tiny DIR                 DIR/tiny-llama.gguf (F16), DIR/tiny-bitnet.gguf (I2_S): fuzz seeds
 //   load_tool logits PATH              a model file's logits (next_logits of fixed tokens) as f32 bit patterns
 #include <cmath>
 #include <cstdio>
@@ -161,6 +162,20 @@ int make(const std::string& preset, std::uint64_t seed, const std::string& dir) 
   return 0;
 }
 
+// Tiny models (fuzz seeds, tests/fixtures/fuzz): vocab 16, width 16, one layer.
+int tiny(const std::string& dir) {
+  for (const char* family : {"llama", "bitnet"}) {
+    model::ModelConfig c = model::preset(std::string(family) + "-micro");
+    c.vocab_size = 16, c.max_seq = 8, c.d_model = 16, c.n_layer = 1, c.n_head = 2, c.n_kv_head = 1, c.head_dim = 8, c.d_ff = 32;
+    auto m = model::make_cpu_model(c);
+    m->init(3);
+    load::GgufWriteOptions opt;
+    opt.matrix_type = c.family == model::Family::Bitnet ? io::kGgmlTypeI2S : io::kGgmlF16;
+    load::write_gguf_model(dir + "/tiny-" + family + ".gguf", c, m->params(), opt);
+  }
+  return 0;
+}
+
 int logits(const std::string& path) {
   auto m = load::make_loaded_model(load::load_model_file(path));
   print_logits(*m);
@@ -176,6 +191,7 @@ int main(int argc, char** argv) {
     if (cmd == "read" && argc == 3) return read(argv[2]);
     if (cmd == "model" && argc == 5) return make(argv[2], std::stoull(argv[3]), argv[4]);
     if (cmd == "logits" && argc == 3) return logits(argv[2]);
+    if (cmd == "tiny" && argc == 3) return tiny(argv[2]);
     std::fprintf(stderr, "usage: load_tool sample OUT | read IN | model PRESET SEED DIR | logits PATH\n");
     return 2;
   } catch (const std::exception& e) {

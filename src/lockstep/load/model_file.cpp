@@ -501,6 +501,22 @@ LoadedModel load_hf_model(const std::string& path, const LoadOptions& opt) {
   LoadedModel out;
   out.format = "hf";
   out.config = model::from_hf_config_json(config_text, config_path.string());
+  {
+    // transformers 5 writes RoPE as rope_parameters {rope_type, rope_theta}
+    // instead of a top-level rope_theta.
+    const nlohmann::json j = nlohmann::json::parse(config_text);
+    if (j.contains("rope_parameters") && j["rope_parameters"].is_object()) {
+      const auto& rp = j["rope_parameters"];
+      const std::string type = rp.value("rope_type", std::string("default"));
+      if (type != "default") fail(config_path.string(), "rope_parameters.rope_type '" + type + "' is not supported (default)");
+      if (!j.contains("rope_theta") && rp.contains("rope_theta")) {
+        if (!rp["rope_theta"].is_number()) fail(config_path.string(), "rope_parameters.rope_theta is not a number");
+        out.config.rope_theta = rp["rope_theta"].get<double>();
+      }
+    }
+    if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
+      fail(config_path.string(), "rope_scaling is not supported");
+  }
   const model::ModelConfig& cfg = out.config;
   if (cfg.family == model::Family::Gpt2) fail(config_path.string(), "GPT-2 checkpoints load with lockstep's own checkpoint reader");
   std::vector<io::SafetensorsFile> files;
@@ -582,21 +598,6 @@ LoadedModel load_model_file(const std::string& path, const LoadOptions& opt) {
   f.read(magic, 4);
   if (f.gcount() == 4 && std::memcmp(magic, "GGUF", 4) == 0) return load_gguf_model(path, opt);
   throw std::runtime_error(io::escape_bytes(path) + ": neither a GGUF file nor a Hugging Face directory or .safetensors file");
-}
-
-std::unique_ptr<model::Model> make_loaded_model(LoadedModel loaded, const std::string& device) {
-  auto m = model::make_model(loaded.config, device);
-  auto& ps = m->params();
-  if (ps.size() != loaded.params.size())
-    throw std::runtime_error(fmt::format("loaded {} parameters, the model has {}", loaded.params.size(), ps.size()));
-  for (std::size_t i = 0; i < ps.size(); ++i) {
-    if (ps[i].name != loaded.params[i].name || ps[i].shape != loaded.params[i].shape)
-      throw std::runtime_error("loaded parameter " + loaded.params[i].name + " does not match the model's " + ps[i].name);
-    model::Param& p = loaded.params[i];
-    p.decay = ps[i].decay;
-    ps[i] = std::move(p);
-  }
-  return m;
 }
 
 // ---------------------------------------------------------------------------
