@@ -58,16 +58,16 @@ TEST(TokCli, EncodesAndDecodesAsTheLibrary) {
   EXPECT_EQ(tokenize(json, "Hello world").out, "9906 1917\n");
   EXPECT_EQ(tokenize(json + " --specials", "Hi<|eot_id|>").out, ids_line(tok.encode_with_specials("Hi<|eot_id|>")));
   // Round trips of random bytes (NULs, invalid UTF-8) through the CLI.
-  const std::string tt = "--tiktoken '" + (testdata() / "tokenizers/cl100k_base.tiktoken").string() + "'";
-  const BpeTokenizer cl100k = load_cl100k_base(testdata() / "tokenizers/cl100k_base.tiktoken");
+  const std::string r50k = "--tiktoken '" + (testdata() / "tokenizers/r50k_base.tiktoken").string() + "'";
+  const BpeTokenizer r50k_tok = load_r50k_base(testdata() / "tokenizers/r50k_base.tiktoken");
   std::mt19937 rng(5);
   int bad = 0;
-  for (int k = 0; k < 6; ++k) {
+  for (int k = 0; k < 4; ++k) {
     std::string text;
     for (int n = 1000; n > 0; --n) text += static_cast<char>(k % 2 ? rng() % 256 : "ab \n'1\0é"[rng() % 9]);
-    const Result enc = tokenize(tt, text);
-    const Result dec = tokenize(tt + " --decode", enc.out);
-    bad += enc.out != ids_line(cl100k.encode(text)) || dec.out != text || enc.status != 0 || dec.status != 0;
+    const Result enc = tokenize(r50k, text);
+    const Result dec = tokenize(r50k + " --decode", enc.out);
+    bad += enc.out != ids_line(r50k_tok.encode(text)) || dec.out != text || enc.status != 0 || dec.status != 0;
   }
   EXPECT_EQ(bad, 0);
   // The other two sources.
@@ -75,6 +75,7 @@ TEST(TokCli, EncodesAndDecodesAsTheLibrary) {
   if (std::filesystem::exists(testdata() / "gguf-vocab/ggml-vocab-gpt-2.gguf")) {
     EXPECT_EQ(tokenize(gguf, "Hello world").out, "15496 995\n");
   }
+  const std::string tt = "--tiktoken '" + (testdata() / "tokenizers/cl100k_base.tiktoken").string() + "'";
   EXPECT_EQ(tokenize(tt, "Hello world").out, "9906 1917\n");
   EXPECT_EQ(tokenize(tt + " --decode", "[9906, 1917]").out, "Hello world");
 }

@@ -29,7 +29,7 @@ using namespace lockstep::tok::testing;
 #if defined(__SANITIZE_ADDRESS__)
 constexpr int kTexts = 300;
 #else
-constexpr int kTexts = 2000;
+constexpr int kTexts = 3000;
 #endif
 
 std::string base64(std::string_view bytes) {

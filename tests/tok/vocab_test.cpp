@@ -17,6 +17,7 @@
 #include "lockstep/io/gguf.hpp"
 #include "lockstep/tok/bpe.hpp"
 #include "lockstep/tok/gguf_vocab.hpp"
+#include "lockstep/tok/regex_split.hpp"
 #include "lockstep/tok/spm.hpp"
 #include "../common/run_command.hpp"
 #include "lockstep/tok/unicode.hpp"
@@ -335,7 +336,14 @@ TEST(TokVocab, EncodeSpeed) {
 #if defined(__SANITIZE_ADDRESS__)
   corpus.resize(std::min<std::size_t>(corpus.size(), 200000));
 #endif
-  for (const auto& tok : {load_cl100k_base(tk("cl100k_base.tiktoken")), load_r50k_base(tk("r50k_base.tiktoken"))}) {
+  std::vector<BpeTokenizer> toks = {load_cl100k_base(tk("cl100k_base.tiktoken")), load_r50k_base(tk("r50k_base.tiktoken"))};
+  if (std::filesystem::exists(testdata() / "llama3/tokenizer.json")) {
+    toks.push_back(load_hf_tokenizer_json(testdata() / "llama3/tokenizer.json"));  // LLaMA-3 / BitNet 2B4T
+  }
+  // The general (PCRE2) path: cl100k's ranks under o200k's regex.
+  toks.push_back(load_tiktoken(tk("cl100k_base.tiktoken"), PreTokenizer::kGpt2, {}, "bpe:cl100k-ranks+o200k-regex",
+                               std::make_shared<const RegexSplitter>(std::vector<std::string>{std::string(o200k_regex())})));
+  for (const auto& tok : toks) {
     const auto t0 = std::chrono::steady_clock::now();
     const std::vector<std::int32_t> ids = tok.encode(corpus);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -344,6 +352,33 @@ TEST(TokVocab, EncodeSpeed) {
                 static_cast<double>(corpus.size()) / s / 1e6);
     EXPECT_EQ(tok.decode(ids), corpus);
   }
+}
+
+// LLaMA-3's encoding is not quadratic in a long piece: one run of letters
+// (a single pre-tokenizer piece that is no token) of n and 8n bytes; the
+// time grows about 8x (the heap merge loop, O(n log n)), far from 64x. Best of
+// three, to ride out a busy machine.
+TEST(TokVocab, Llama3LongPieceIsNotQuadratic) {
+  LOCKSTEP_REQUIRE_FILE(testdata() / "llama3/tokenizer.json");
+  const BpeTokenizer tok = load_hf_tokenizer_json(testdata() / "llama3/tokenizer.json");
+  std::mt19937 rng(3);
+  const auto seconds = [&](std::size_t n) {
+    std::string piece(n, 'a');
+    for (char& c : piece) c = static_cast<char>('a' + rng() % 26);
+    double best = 1e9;
+    for (int rep = 0; rep < 3; ++rep) {
+      const auto t0 = std::chrono::steady_clock::now();
+      const std::vector<std::int32_t> ids = tok.encode(piece);
+      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      EXPECT_EQ(tok.decode(ids), piece);
+    }
+    return best;
+  };
+  const std::size_t n = 25000;
+  const double t1 = seconds(n), t8 = seconds(8 * n);
+  std::printf("LLaMA-3, one piece of random letters: %zu bytes %.4f s, %zu bytes %.4f s (x%.1f for x8)\n", n, t1,
+              8 * n, t8, t8 / t1);
+  EXPECT_LT(t8 / t1, 24.0);
 }
 
 // Malformed vocabulary files fail with a message naming the file and place.

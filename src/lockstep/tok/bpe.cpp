@@ -34,7 +34,7 @@ BpeTokenizer::BpeTokenizer(std::vector<std::string> tokens, std::vector<bool> pr
   for (std::size_t id = 0; id < tokens_.size(); ++id) {
     if (!is_token_[id] || is_special_[id]) continue;
     if (tokens_[id].empty()) bad("token " + std::to_string(id) + " is empty");
-    by_bytes_.emplace(std::string_view(tokens_[id]), static_cast<std::int32_t>(id));  // first id wins
+    by_bytes_.emplace(tokens_[id], static_cast<std::int32_t>(id));  // first id wins
   }
   for (int b = 0; b < 256; ++b) {
     const char c = static_cast<char>(b);

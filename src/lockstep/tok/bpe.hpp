@@ -95,7 +95,7 @@ class BpeTokenizer final : public Tokenizer {
   std::vector<bool> is_special_;
   std::vector<BpeMerge> merges_;
   std::unordered_map<std::uint64_t, std::uint32_t> merge_index_;  // (left,right) -> merges_ index
-  std::unordered_map<std::string_view, std::int32_t> by_bytes_;   // normal tokens; views into tokens_
+  TextIndex by_bytes_;                                            // normal tokens
   std::int32_t byte_token_[256];
   BpeOptions opt_;
 };

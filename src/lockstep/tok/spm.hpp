@@ -53,7 +53,7 @@ class SpmTokenizer final : public Tokenizer {
   std::vector<std::string> pieces_;
   std::vector<float> scores_;
   std::vector<TokenType> types_;
-  std::unordered_map<std::string_view, std::int32_t> by_text_;  // normal/user-defined pieces
+  TextIndex by_text_;                                            // normal/user-defined pieces
   std::int32_t byte_token_[256];                                 // -1 when absent
   std::optional<std::int32_t> unk_;
   bool add_space_prefix_;

@@ -12,9 +12,20 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace lockstep::tok {
+
+// A map from token text to id that owns its keys (so a tokenizer holding one
+// stays valid when it is moved: views into its own strings would not, for
+// short strings live inside the string object) and is searched by
+// string_view.
+struct TextHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+using TextIndex = std::unordered_map<std::string, std::int32_t, TextHash, std::equal_to<>>;
 
 struct SpecialToken {
   std::string text;
