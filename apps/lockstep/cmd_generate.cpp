@@ -35,7 +35,7 @@ class GenerateCommand final : public Command {
   int run() override {
     try {
       const infer::GenerateOptions g = sampling_.read();
-      LoadedModel m = source_.load(g.threads);
+      LoadedModel m = source_.load();
       fmt::print("{}", prompt_);
       std::fflush(stdout);
       const auto t0 = std::chrono::steady_clock::now();

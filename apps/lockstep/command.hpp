@@ -26,6 +26,7 @@ class Command {
 // One factory per file-level command (each defined in its cmd_<name>.cpp).
 // Add yours here and to the list in main.cpp's make_commands().
 std::unique_ptr<Command> make_generate_command();  // cmd_generate.cpp
+std::unique_ptr<Command> make_chat_command();      // cmd_chat.cpp
 std::unique_ptr<Command> make_inspect_command();
 std::unique_ptr<Command> make_convert_command();
 std::unique_ptr<Command> make_tokenize_command();  // cmd_tokenize.cpp

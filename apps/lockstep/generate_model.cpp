@@ -2,29 +2,66 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
+#include "lockstep/load/model_file.hpp"
 #include "lockstep/tok/bpe.hpp"
+#include "lockstep/tok/gguf_vocab.hpp"
 #include "lockstep/train/checkpoint.hpp"
 
 namespace lockstep::cli {
 
 void ModelSource::add(CLI::App* cmd) {
-  cmd->add_option("--checkpoint", checkpoint, "run directory or checkpoint directory (with its tokenizer.json)")
-      ->required();
+  auto* ck = cmd->add_option("--checkpoint", checkpoint,
+                             "lockstep run or checkpoint directory (with its tokenizer.json)");
+  auto* mf = cmd->add_option("--model", model_file,
+                             "model file: FILE.gguf (llama, bitnet-b1.58) or a Hugging Face directory");
+  ck->excludes(mf);
+  cmd->add_option("--tokenizer", tokenizer, "tokenizer.json to use instead of the model's");
   cmd->add_option("--device", device, "cpu or cuda (the same tokens either way)")->default_str("cpu");
 }
 
-LoadedModel ModelSource::load(int) const {
+namespace {
+bool is_gguf(const std::string& path) {
+  return path.size() >= 5 && path.compare(path.size() - 5, 5, ".gguf") == 0;
+}
+}  // namespace
+
+LoadedModel ModelSource::load() const {
   if (device != "cpu" && device != "cuda")
     throw std::invalid_argument(fmt::format("--device must be cpu or cuda, got '{}'", device));
-  train::LoadedCheckpoint ck = train::load_checkpoint(checkpoint, false);
-  if (ck.tokenizer_json.empty()) throw std::runtime_error(fmt::format("'{}' has no tokenizer.json", ck.dir));
+  if (checkpoint.empty() == model_file.empty())
+    throw std::invalid_argument("give one of --checkpoint DIR or --model FILE.gguf|DIR");
   LoadedModel m;
-  m.tokenizer = std::make_unique<tok::BpeTokenizer>(
-      tok::parse_hf_tokenizer_json(ck.tokenizer_json, ck.dir + "/tokenizer.json"));
+  if (!tokenizer.empty())
+    m.tokenizer = std::make_unique<tok::BpeTokenizer>(tok::load_hf_tokenizer_json(tokenizer));
+  if (!model_file.empty()) {
+    load::LoadedModel loaded = load::load_model_file(model_file);
+    if (!m.tokenizer) {
+      if (is_gguf(model_file)) {
+        m.tokenizer = tok::load_gguf_tokenizer(model_file);
+      } else {
+        const std::filesystem::path dir = std::filesystem::is_directory(model_file)
+                                              ? std::filesystem::path(model_file)
+                                              : std::filesystem::path(model_file).parent_path();
+        if (!std::filesystem::exists(dir / "tokenizer.json"))
+          throw std::invalid_argument(
+              fmt::format("'{}' has no tokenizer.json beside it (give --tokenizer FILE)", model_file));
+        m.tokenizer = std::make_unique<tok::BpeTokenizer>(tok::load_hf_tokenizer_json(dir / "tokenizer.json"));
+      }
+    }
+    m.model = load::make_loaded_model(std::move(loaded), device);
+    return m;
+  }
+  train::LoadedCheckpoint ck = train::load_checkpoint(checkpoint, false);
+  if (!m.tokenizer) {
+    if (ck.tokenizer_json.empty()) throw std::runtime_error(fmt::format("'{}' has no tokenizer.json", ck.dir));
+    m.tokenizer = std::make_unique<tok::BpeTokenizer>(
+        tok::parse_hf_tokenizer_json(ck.tokenizer_json, ck.dir + "/tokenizer.json"));
+  }
   if (device == "cpu") {
     m.model = std::move(ck.model);
   } else {

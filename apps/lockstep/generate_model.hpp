@@ -21,12 +21,15 @@ struct LoadedModel {
   std::unique_ptr<tok::Tokenizer> tokenizer;
 };
 
-// --checkpoint DIR (a lockstep run or checkpoint directory with its
-// tokenizer.json) and --device cpu|cuda.
+// Where the model comes from: --checkpoint DIR (a lockstep run or checkpoint
+// directory with its tokenizer.json) or --model FILE.gguf|DIR (a GGUF file
+// with its vocabulary, or a Hugging Face directory with its tokenizer.json;
+// load/model_file.hpp); --tokenizer tokenizer.json instead of the model's;
+// --device cpu|cuda.
 struct ModelSource {
-  std::string checkpoint, device = "cpu";
+  std::string checkpoint, model_file, tokenizer, device = "cpu";
   void add(CLI::App* cmd);
-  LoadedModel load(int threads) const;
+  LoadedModel load() const;  // std::invalid_argument for a bad flag or a missing file
 };
 
 // --temperature, --top-k, --top-p, --repetition-penalty, --repeat-last-n,

@@ -268,6 +268,7 @@ struct TrainCommand {
 std::vector<std::unique_ptr<lockstep::cli::Command>> make_commands() {
   std::vector<std::unique_ptr<lockstep::cli::Command>> list;
   list.push_back(lockstep::cli::make_generate_command());
+  list.push_back(lockstep::cli::make_chat_command());
   list.push_back(lockstep::cli::make_inspect_command());
   list.push_back(lockstep::cli::make_convert_command());
   list.push_back(lockstep::cli::make_tokenize_command());

@@ -109,6 +109,31 @@ TEST(Generate, StopsAtAStopIdAtMaxTokensAndAtAFullContext) {
   EXPECT_THROW(o.validate(), std::invalid_argument);
 }
 
+// What chat does between turns: keep the cache's shared prefix (truncate),
+// prefill the rest, generate — the same tokens as a fresh session given the
+// whole conversation at once.
+TEST(Generate, AKeptCachePrefixGivesAFreshSessionsTokens) {
+  auto m = micro("llama-micro");
+  GenerateOptions o = options();
+  const auto turn1 = random_tokens(9, m->config().vocab_size, 21);
+  auto kept = m->decoder(1, 0);
+  const Generated first = generate_in(*kept, 0, turn1, {}, 5, o, {});
+  ASSERT_EQ(kept->length(0), turn1.size() + first.tokens.size() - 1);
+  // The next turn shares the first 12 tokens of what the cache holds, then differs.
+  std::vector<std::int32_t> held = turn1;
+  held.insert(held.end(), first.tokens.begin(), first.tokens.end() - 1);
+  std::vector<std::int32_t> full(held.begin(), held.begin() + 12);
+  const auto more = random_tokens(6, m->config().vocab_size, 22);
+  full.insert(full.end(), more.begin(), more.end());
+  kept->truncate(0, 12);
+  const Generated reused = generate_in(*kept, 0, std::span<const std::int32_t>(full).subspan(12),
+                                       std::span<const std::int32_t>(full).first(12), 6, o, {});
+  auto fresh = m->decoder(1, 0);
+  const Generated again = generate_in(*fresh, 0, full, {}, 6, o, {});
+  EXPECT_EQ(reused.tokens, again.tokens);
+  EXPECT_THROW(kept->truncate(0, kept->length(0) + 1), std::out_of_range);
+}
+
 TEST(RepetitionPenalty, DividesPositiveAndMultipliesNegativeLogitsOfRecentIdsOnce) {
   std::vector<float> l{2.0f, -1.0f, 0.5f, 3.0f, -0.0f};
   // History: ids 0, 1, 0 (id 0 twice: penalized once), 4; id 3 only outside the last 4.

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -57,14 +58,25 @@ std::vector<Generated> generate_tokens(model::Model& model, const std::vector<Re
                                        const GenerateOptions& opt, const std::vector<std::int32_t>& stop,
                                        const std::function<void(std::size_t, std::int32_t)>& on_token = {});
 
+// One sequence in the caller's session (a chat keeps its cache between
+// turns): appends `tokens` to the slot's sequence in one prefill, then
+// generates as generate_tokens does, the penalty reading `history` (the slot's
+// tokens before `tokens`) and what follows. The session then holds the
+// sequence and every generated token but the last.
+Generated generate_in(model::Decoder& session, std::size_t slot, std::span<const std::int32_t> tokens,
+                      std::span<const std::int32_t> history, std::uint64_t seed, const GenerateOptions& opt,
+                      const std::vector<std::int32_t>& stop,
+                      const std::function<void(std::size_t, std::int32_t)>& on_token = {});
+
 // The ids that end a turn for a tokenizer: its end-of-text token and the
 // special tokens named like an end of turn (<|eot_id|>, <|im_end|>, <|end|>,
 // <|end_of_text|>, <|endoftext|>, </s>, <end_of_turn>, <|eom_id|>).
 std::vector<std::int32_t> stop_ids_of(const tok::Tokenizer& tok);
 
-// Text level: encodes the prompt as ordinary text (an empty prompt starts
-// from the end-of-text token, the document separator the model was trained
-// with, or the begin token), then generates with seed opt.sampling.seed.
+// Text level: encodes the prompt as the model sees it (tok's encode_prompt:
+// BOS first when the tokenizer adds one, then ordinary text; an empty prompt
+// without BOS starts from the end-of-text token, the document separator the
+// model was trained with, or the begin token), then generates with seed opt.sampling.seed.
 // on_text receives each generated token's bytes as it comes (stop tokens are
 // not printed). Returns the generated ids (the stop id included when it
 // stopped there).

@@ -31,14 +31,17 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <unordered_map>
 #include <stdexcept>
 #include <vector>
 
 #include "lockstep/backend/cpu/decode.hpp"
+#include "lockstep/backend/cpu/gemm.hpp"
 #include "lockstep/backend/cpu/ops.hpp"
 #include "lockstep/model/model.hpp"
 #include "lockstep/model/transformer.hpp"
 #include "lockstep/ops/cached_attention.hpp"
+#include "lockstep/ops/quant.hpp"
 
 namespace lockstep::model {
 
@@ -52,9 +55,60 @@ namespace lockstep::model {
 template <class K>
 struct DecodeBackend;
 
+// The CPU's: the cached attention and the cache writes of backend/cpu/decode.cpp,
+// and the projections on weights packed once per session (cpu::gemm packs
+// its B operand on every call — for one token a pass that is most of the
+// work): Linear = cpu::gemm_packed (gemm's chains, the same bits) + the bias;
+// BitLinear = the spec's ternary weight codes and scale (ops::quantize_ternary,
+// what the CPU kernel computes), packed once, the activation rows quantized
+// per call (ops::quantize_rows), the code product, then (acc·step)·scale —
+// the CPU kernel's expression. A session reads each matrix as it was at its
+// first use.
 template <>
 struct DecodeBackend<cpu::OpKernels> {
-  struct State {};
+  struct Packed {
+    std::vector<float> b;  // [K, ldb]
+    std::size_t ldb = 0;
+    float scale = 0.0f;  // BitLinear: the weights' absmean
+  };
+  struct State {
+    std::unordered_map<const float*, Packed> packed;
+    std::vector<float> xq, step;
+  };
+  static const Packed& packed(State& st, const float* w, std::size_t out, std::size_t in, bool ternary, int threads) {
+    auto it = st.packed.find(w);
+    if (it != st.packed.end()) return it->second;
+    Packed p;
+    p.ldb = cpu::packed_ld(out);
+    p.b.resize(in * p.ldb);
+    if (ternary) {
+      const ops::TernaryCodes<float> t = ops::quantize_ternary(w, out * in);
+      std::vector<float> codes(t.q.begin(), t.q.end());
+      cpu::pack_b(out, in, codes.data(), 1, in, p.b.data(), threads);
+      p.scale = t.scale;
+    } else {
+      cpu::pack_b(out, in, w, 1, in, p.b.data(), threads);
+    }
+    return st.packed.emplace(w, std::move(p)).first->second;
+  }
+  static void linear(cpu::OpKernels& k, State& st, const ops::Linear::Config& c, const ops::Linear::FwdArgs<float>& a) {
+    const Packed& p = packed(st, a.w, c.out, c.in, false, k.threads);
+    cpu::gemm_packed(c.rows, c.out, c.in, a.x, c.in, 1, p.b.data(), p.ldb, a.y, c.out, k.threads);
+    if (!c.bias) return;
+    for (std::size_t n = 0; n < c.rows; ++n)
+      for (std::size_t m = 0; m < c.out; ++m) a.y[n * c.out + m] = a.y[n * c.out + m] + a.b[m];
+  }
+  static void linear(cpu::OpKernels& k, State& st, const ops::QuantLinearConfig& c,
+                     const ops::BitLinear::FwdArgs<float>& a) {
+    ops::BitLinear::validate(c);
+    const Packed& p = packed(st, a.w, c.out, c.in, true, k.threads);
+    const ops::RowCodes<float> r =
+        ops::quantize_rows(a.x, c.rows, c.in, static_cast<float>(ops::BitLinear::kActFloor));
+    st.xq.assign(r.q.begin(), r.q.end());
+    cpu::gemm_packed(c.rows, c.out, c.in, st.xq.data(), c.in, 1, p.b.data(), p.ldb, a.y, c.out, k.threads);
+    for (std::size_t n = 0; n < c.rows; ++n)
+      for (std::size_t m = 0; m < c.out; ++m) a.y[n * c.out + m] = (a.y[n * c.out + m] * r.step[n]) * p.scale;
+  }
   static void store_rows(cpu::OpKernels&, const float* src, std::size_t ld, std::size_t rows, std::size_t width,
                          float* dst) {
     cpu::store_rows(src, ld, rows, width, dst);
@@ -119,7 +173,21 @@ class DecodeKernels : public ad::KeyedKernels<DecodeKernels<K>, float> {
   void run(const C& c, const A& a, X&... x) {
     inner_.run(c, a, x...);
   }
-  // ... but these three forwards, whose rows the segments place.
+  // ... but the projections where the backend has its own for decoding
+  // (DecodeBackend<cpu::OpKernels>: packed weights) ...
+  void run(const ops::Linear::Config& c, const ops::Linear::FwdArgs<float>& a) {
+    if constexpr (requires { Backend::linear(inner_, state_, c, a); })
+      Backend::linear(inner_, state_, c, a);
+    else
+      inner_.run(c, a);
+  }
+  void run(const ops::QuantLinearConfig& c, const ops::BitLinear::FwdArgs<float>& a, Aux& aux) {
+    if constexpr (requires { Backend::linear(inner_, state_, c, a); })
+      Backend::linear(inner_, state_, c, a);
+    else
+      inner_.run(c, a, aux);
+  }
+  // ... and these three forwards, whose rows the segments place.
   void run(const ops::Rope::Config& c, const ops::Rope::FwdArgs<float>& a) {
     std::size_t row = 0;
     const std::size_t w = c.heads * c.head_dim;
@@ -223,6 +291,11 @@ class DecodeSession final : public Decoder {
   std::size_t context() const override { return dk_.context(); }
   std::size_t length(std::size_t slot) const override { return len_.at(check_slot(slot)); }
   void clear(std::size_t slot) override { len_.at(check_slot(slot)) = 0; }
+  void truncate(std::size_t slot, std::size_t n) override {
+    if (n > len_.at(check_slot(slot)))
+      throw std::out_of_range(fmt::format("decode: slot {} holds {} tokens, cannot keep {}", slot, len_[slot], n));
+    len_[slot] = n;  // the rows past n are written again before they are read
+  }
   void set_prefill_chunk(std::size_t rows) override {
     if (rows == 0) throw std::invalid_argument("decode: the prefill chunk must be > 0 tokens");
     chunk_ = rows;

@@ -86,6 +86,8 @@ class Decoder {
   virtual std::size_t context() const = 0;
   virtual std::size_t length(std::size_t slot) const = 0;  // tokens the slot's cache holds
   virtual void clear(std::size_t slot) = 0;                // the slot starts a new sequence
+  // Keeps the slot's first n tokens (n <= length): a chat's shared prefix.
+  virtual void truncate(std::size_t slot, std::size_t n) = 0;
   // The largest pass a prefill runs (longer prompts go in chunks of it; default 256).
   virtual void set_prefill_chunk(std::size_t rows) = 0;
   // Appends `tokens` to the slot's sequence: the logits of its last token

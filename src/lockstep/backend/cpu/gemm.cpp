@@ -81,15 +81,17 @@ void tile(const float* A, std::size_t sai, std::size_t sak, std::size_t i0, cons
     for (std::size_t v = 0; v < Isa::NV; ++v) Isa::store(ct + r * Isa::W + v * Isa::L, acc[r][v]);
 }
 
-// Rows [i0, i1) of C: for each column tile, walk k in blocks; the tile's
-// partial sums live in a small buffer between blocks (same chain per cell).
+// Rows [i0, i1) of C, columns [jb, J) from column tile jb / W up to tile
+// je / W: for each column tile, walk k in blocks; the tile's partial sums live
+// in a small buffer between blocks (same chain per cell).
 void rows(std::size_t i0, std::size_t i1, std::size_t J, std::size_t K, const float* A, std::size_t sai,
-          std::size_t sak, const float* Bp, std::size_t ldb, float* C, std::size_t ldc) {
+          std::size_t sak, const float* Bp, std::size_t ldb, float* C, std::size_t ldc, std::size_t jb = 0,
+          std::size_t je = ~std::size_t{0}) {
   constexpr std::size_t R = Isa::R, W = Isa::W;
   alignas(64) float ct[R * W];
   for (std::size_t i = i0; i < i1; i += R) {
     const std::size_t rn = i1 - i < R ? i1 - i : R;
-    for (std::size_t j0 = 0; j0 < J; j0 += W) {
+    for (std::size_t j0 = jb; j0 < J && j0 < je; j0 += W) {
       const std::size_t jn = J - j0 < W ? J - j0 : W;
       if (K == 0) std::fill(ct, ct + R * W, 0.0f);
       for (std::size_t k0 = 0; k0 < K; k0 += kDepth) {
@@ -127,6 +129,29 @@ void gemm(std::size_t I, std::size_t J, std::size_t K, const float* A, std::size
   util::parallel_for(blocks, threads, 1, [&](std::size_t lo, std::size_t hi) {
     const std::size_t i1 = hi * Isa::R < I ? hi * Isa::R : I;
     rows(lo * Isa::R, i1, J, K, A, sai, sak, packed.data(), ldb, C, ldc);
+  });
+}
+
+std::size_t packed_ld(std::size_t J) { return (J + Isa::W - 1) / Isa::W * Isa::W; }
+
+void pack_b(std::size_t J, std::size_t K, const float* B, std::size_t sbk, std::size_t sbj, float* Bp, int threads) {
+  const std::size_t ldb = packed_ld(J);
+  util::parallel_for(K, threads, 16, [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t k = lo; k < hi; ++k) {
+      for (std::size_t j = 0; j < J; ++j) Bp[k * ldb + j] = B[k * sbk + j * sbj];
+      for (std::size_t j = J; j < ldb; ++j) Bp[k * ldb + j] = 0.0f;
+    }
+  });
+}
+
+void gemm_packed(std::size_t I, std::size_t J, std::size_t K, const float* A, std::size_t sai, std::size_t sak,
+                 const float* Bp, std::size_t ldb, float* C, std::size_t ldc, int threads) {
+  if (I == 0 || J == 0) return;
+  // Column tiles across threads (a few rows: every thread streams its share
+  // of B once), all the rows on each.
+  const std::size_t tiles = (J + Isa::W - 1) / Isa::W;
+  util::parallel_for(tiles, threads, 4, [&](std::size_t lo, std::size_t hi) {
+    rows(0, I, J, K, A, sai, sak, Bp, ldb, C, ldc, lo * Isa::W, hi * Isa::W);
   });
 }
 

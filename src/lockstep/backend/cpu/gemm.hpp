@@ -20,6 +20,15 @@ namespace lockstep::cpu {
 void gemm(std::size_t I, std::size_t J, std::size_t K, const float* A, std::size_t sai, std::size_t sak,
           const float* B, std::size_t sbk, std::size_t sbj, float* C, std::size_t ldc, int threads);
 
+// B packed once, for products that reuse it (decoding reads each weight
+// matrix once per token): B(k, j) at Bp[k·ldb + j], ldb = packed_ld(J), the
+// padding zero; gemm_packed computes gemm's cells with gemm's chains (the
+// same bits), its work split over column tiles (few rows).
+std::size_t packed_ld(std::size_t J);
+void pack_b(std::size_t J, std::size_t K, const float* B, std::size_t sbk, std::size_t sbj, float* Bp, int threads);
+void gemm_packed(std::size_t I, std::size_t J, std::size_t K, const float* A, std::size_t sai, std::size_t sak,
+                 const float* Bp, std::size_t ldb, float* C, std::size_t ldc, int threads);
+
 // The three products of a linear layer (nn.Linear layout, W is [M, K]):
 // Y = X·Wᵀ, dX = dY·W, dW = dYᵀ·X (sum over rows n ascending).
 void gemm_xwt(std::size_t N, std::size_t M, std::size_t K, const float* X, const float* W, float* Y, int threads);
