@@ -45,6 +45,43 @@ def bitlinear_everywhere(model):
     return n
 
 
+def float64_everywhere(model):
+    """transformers' LLaMA-style RMSNorm and rotary embedding compute in float32 whatever
+    the model's dtype (RMSNorm: hidden_states.to(torch.float32); RoPE: inv_freq.float() @
+    position_ids.float() with autocast off), which leaves about 1e-7 relative error in a
+    float64 model (seen on the H200: LLaMA/BitNet logits rel 2e-7, gradients 1e-6, GPT-2
+    1e-15). Both are re-run here in float64 with their equations unchanged:
+      RMSNorm: weight * (x * rsqrt(mean(x^2) + eps));
+      RoPE: inv_freq = 1 / theta^(2i/d), cos/sin of position * inv_freq, halves repeated."""
+    cfg = model.config
+    theta = getattr(cfg, "rope_theta", None)
+    if theta is None:
+        theta = (getattr(cfg, "rope_parameters", None) or {}).get("rope_theta")
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+
+    def rms_forward(self, x):
+        eps = getattr(self, "variance_epsilon", getattr(self, "eps", None))
+        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+
+    def rope_forward(self, x, position_ids):
+        inv = 1.0 / (float(theta) ** (torch.arange(0, head_dim, 2, dtype=torch.float64, device=x.device) / head_dim))
+        freqs = position_ids.to(torch.float64)[:, :, None] * inv[None, None, :]
+        emb = torch.cat((freqs, freqs), dim=-1)
+        scale = float(getattr(self, "attention_scaling", 1.0))
+        return (emb.cos() * scale).to(x.dtype), (emb.sin() * scale).to(x.dtype)
+
+    n = 0
+    for _, mod in model.named_modules():
+        cls = type(mod).__name__
+        if cls.endswith("RMSNorm"):
+            mod.forward = rms_forward.__get__(mod)
+            n += 1
+        elif cls.endswith("RotaryEmbedding") and theta is not None:
+            mod.forward = rope_forward.__get__(mod)
+            n += 1
+    return n
+
+
 def check_case(path, device):
     with open(os.path.join(path, "expected.json")) as f:
         exp = json.load(f)
@@ -60,8 +97,10 @@ def check_case(path, device):
         print(f"{name}: FAIL load report {problems}")
         return False
     note = ""
+    if model.config.model_type != "gpt2":
+        note = f" ({float64_everywhere(model)} norms/RoPE in float64)"
     if model.config.model_type == "bitnet":
-        note = f" ({bitlinear_everywhere(model)} projections through transformers' ActQuant/WeightQuant)"
+        note += f" ({bitlinear_everywhere(model)} projections through transformers' ActQuant/WeightQuant)"
     B, S = exp["batch"], exp["seq"]
     ids = torch.tensor(exp["ids"], dtype=torch.long, device=device).view(B, S)
     targets = torch.tensor(exp["targets"], dtype=torch.long, device=device).view(-1)
