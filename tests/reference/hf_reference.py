@@ -63,7 +63,7 @@ def float64_everywhere(model):
         eps = getattr(self, "variance_epsilon", getattr(self, "eps", None))
         return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
 
-    def rope_forward(self, x, position_ids):
+    def rope_forward(self, x, position_ids, *args, **kwargs):
         inv = 1.0 / (float(theta) ** (torch.arange(0, head_dim, 2, dtype=torch.float64, device=x.device) / head_dim))
         freqs = position_ids.to(torch.float64)[:, :, None] * inv[None, None, :]
         emb = torch.cat((freqs, freqs), dim=-1)
