@@ -97,3 +97,25 @@ TEST(CpuGemm, ADifferentOrderIsToldApart) {
   std::printf("k-descending order differs on %ld of %zu cells\n", d, y.size());
   EXPECT_GT(d, static_cast<long>(y.size() / 2));
 }
+
+// The decode mode's product on a weight packed once (cpu::pack_b +
+// cpu::gemm_packed, split over column tiles) = the reference, for 1, 2 and 5
+// threads and repeated use of one packing.
+TEST(CpuGemm, PackedWeightsGiveTheReferenceBitsOnAnyThreadCount) {
+  std::uint64_t seed = 100;
+  for (const auto& s : kShapes) {
+    if (s.n == 0 || s.m == 0) continue;
+    const auto W = random(s.m * s.k, seed++, true);
+    std::vector<float> Wp(s.k * lockstep::cpu::packed_ld(s.m), 7.0f);
+    lockstep::cpu::pack_b(s.m, s.k, W.data(), 1, s.k, Wp.data(), 2);
+    for (int threads : {1, 2, 5}) {
+      const auto X = random(s.n * s.k, seed++, true);
+      std::vector<float> y_ref(s.n * s.m), y(s.n * s.m, 123.0f);
+      lockstep::ops::matmul_xwt(s.n, s.m, s.k, X.data(), W.data(), y_ref.data());
+      lockstep::cpu::gemm_packed(s.n, s.m, s.k, X.data(), s.k, 1, Wp.data(), lockstep::cpu::packed_ld(s.m), y.data(),
+                                 s.m, threads);
+      EXPECT_EQ(diff_cells(y, y_ref), 0) << "shape n=" << s.n << " m=" << s.m << " k=" << s.k << " threads "
+                                         << threads;
+    }
+  }
+}

@@ -11,10 +11,6 @@
 
 #include "decode_util.hpp"
 
-namespace lockstep::model::testing {
-inline void PrintTo(const NamedConfig& c, std::ostream* os) { *os << c.name; }
-}  // namespace lockstep::model::testing
-
 namespace {
 
 using namespace lockstep;
@@ -33,12 +29,6 @@ class DecodeGpu : public ::testing::TestWithParam<mt::NamedConfig> {
   }
   std::unique_ptr<model::Model> cpu_, gpu_;
 };
-
-std::string name_of(const ::testing::TestParamInfo<mt::NamedConfig>& i) {
-  std::string s;
-  for (char c : i.param.name) s += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-  return s;
-}
 
 TEST_P(DecodeGpu, PrefillAndDecodeLogitsEqualTheCpus) {
   const auto& cfg = cpu_->config();

@@ -22,11 +22,6 @@
 #include "lockstep/backend/cpu/decode.hpp"
 #include "lockstep/backend/cpu/ops.hpp"
 
-namespace lockstep::model::testing {
-// gtest prints a failing case's config by its name.
-inline void PrintTo(const NamedConfig& c, std::ostream* os) { *os << c.name; }
-}  // namespace lockstep::model::testing
-
 namespace {
 
 using namespace lockstep;
@@ -46,12 +41,6 @@ class Decode : public ::testing::TestWithParam<mt::NamedConfig> {
     return m;
   }
 };
-
-std::string name_of(const ::testing::TestParamInfo<mt::NamedConfig>& i) {
-  std::string s;
-  for (char c : i.param.name) s += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-  return s;
-}
 
 TEST_P(Decode, EveryPositionSameBitsFromPrefillChunksAndTokenByToken) {
   auto m = model();

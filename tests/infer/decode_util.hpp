@@ -2,7 +2,12 @@
 // logits can be computed with a model's decode sessions.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <cctype>
 #include <cstdint>
+#include <ostream>
+#include <string>
 #include <memory>
 #include <vector>
 
@@ -10,9 +15,21 @@
 #include "lockstep/ad/rng.hpp"
 #include "lockstep/model/model.hpp"
 
+namespace lockstep::model::testing {
+// gtest prints a failing case's config by its name.
+inline void PrintTo(const NamedConfig& c, std::ostream* os) { *os << c.name; }
+}  // namespace lockstep::model::testing
+
 namespace lockstep::infer::testing {
 
 namespace mt = model::testing;
+
+// A test name from a config's name ("gpt2-micro/untied" -> "gpt2_micro_untied").
+inline std::string name_of(const ::testing::TestParamInfo<mt::NamedConfig>& i) {
+  std::string s;
+  for (char c : i.param.name) s += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  return s;
+}
 
 inline std::vector<std::int32_t> random_tokens(std::size_t n, std::int64_t vocab, std::uint64_t seed) {
   ad::Rng rng(seed);
