@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <climits>
+#include <cstdio>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -84,6 +85,14 @@ void drops_ragged_column(const std::int8_t* A, const std::int8_t* B, std::int32_
     for (std::size_t n = 0; n < N; ++n) C[n * ldc + M - 1] = 0;
 }
 
+// A fresh seed per run (LOCKSTEP_SEED reproduces one), printed for the repeat runner.
+std::uint64_t test_seed() {
+  const std::uint64_t seed = lockstep::ad::seed_from_env();
+  std::printf("seed %llu (LOCKSTEP_SEED=%llu reproduces)\n", static_cast<unsigned long long>(seed),
+              static_cast<unsigned long long>(seed));
+  return seed;
+}
+
 bool cpuinfo_has(const std::string& flag) {
   std::ifstream in("/proc/cpuinfo");
   std::string line;
@@ -100,7 +109,7 @@ bool cpuinfo_has(const std::string& flag) {
 }  // namespace
 
 TEST(Int8Gemm, EveryImplementationEqualsTheSpecOnRandomRaggedShapes) {
-  const std::uint64_t seed = lockstep::ad::seed_from_env();
+  const std::uint64_t seed = test_seed();
   SCOPED_TRACE("LOCKSTEP_SEED=" + std::to_string(seed));
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<std::size_t> nm(1, 70), kd(0, 600);
@@ -119,7 +128,7 @@ TEST(Int8Gemm, EveryImplementationEqualsTheSpecOnRandomRaggedShapes) {
 }
 
 TEST(Int8Gemm, TheChoiceChangesNoBit) {
-  const std::uint64_t seed = lockstep::ad::seed_from_env();
+  const std::uint64_t seed = test_seed();
   SCOPED_TRACE("LOCKSTEP_SEED=" + std::to_string(seed));
   std::mt19937_64 rng(seed);
   const auto impls = machine_impls();
@@ -259,7 +268,7 @@ TEST(Int8Gemm, TheAmxTilesWhereTheCpuHasThem) {
   ASSERT_TRUE(m.amx_permitted) << "the kernel refused the AMX tile permission (arch_prctl ARCH_REQ_XCOMP_PERM)";
   const auto g = int8::gate(int8::amx_impl().kernel, 2);
   EXPECT_TRUE(g.passed) << g.failure;
-  std::mt19937_64 rng(lockstep::ad::seed_from_env());
+  std::mt19937_64 rng(test_seed());
   for (int trial = 0; trial < 10; ++trial) {
     const std::size_t n = 1 + rng() % 100, mm = 1 + rng() % 100, k = rng() % 2000;
     const auto a = codes(n * k, rng), b = codes(mm * k, rng);

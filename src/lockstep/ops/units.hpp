@@ -120,22 +120,12 @@ struct Int8Linear {
   static constexpr double kFloor = 1e-8;          // absmax floor of x and W
   static constexpr double kGradFloor = 0x1p-100;  // absmax floor of dy (unit backward)
 
+  // nn.Linear's tensors (ops/linear.hpp): x [N, K], the latent (full-precision)
+  // weights w [M, K], the bias b [M] (empty without bias); y [N, M].
   template <class T>
-  struct Inputs {
-    Tensor<T> x;  // [N, K]
-    Tensor<T> w;  // [M, K] latent (full-precision) weights
-    Tensor<T> b;  // [M], empty without bias
-    static void fields(auto& s, auto&& f) {
-      f("x", s.x, Arg::diff);
-      f("w", s.w, Arg::diff);
-      f("b", s.b, Arg::diff);
-    }
-  };
+  using Inputs = Linear::Inputs<T>;
   template <class T>
-  struct Outputs {
-    Tensor<T> y;  // [N, M]
-    static void fields(auto& s, auto&& f) { f("y", s.y, Arg::output); }
-  };
+  using Outputs = Linear::Outputs<T>;
 
   // Kernels (ops/kernel_args.hpp). b is null without a bias, and so is db.
   // The kernels keep nothing: the backward quantizes x and W again (the same
@@ -373,6 +363,29 @@ struct Int8Linear {
   struct Excess {
     double dx = 0.0, dw = 0.0;
   };
+  // One product out[i,k] = Σ_j g(i,j) R[j,k] of the bound above: g = dy read at
+  // g[i*gi + j*gj], gq its unit quantization (same layout) with steps sg[i];
+  // the unit side's R re-quantized (rq [J,K], steps sr[k]), the float side's
+  // (rf, steps sf[j]); the worst |got - want| / bound.
+  static double product_excess(std::size_t I, std::size_t J, std::size_t K, const float* g, std::size_t gi,
+                               std::size_t gj, const float* gq, const float* sg, const float* rq, const float* sr,
+                               const float* rf, const float* sf, const float* got, const float* want) {
+    auto f = [](float v) { return static_cast<double>(v); };
+    double worst = 0.0;
+    for (std::size_t i = 0; i < I; ++i)
+      for (std::size_t k = 0; k < K; ++k) {
+        double b = 0.0, r = 0.0;
+        for (std::size_t j = 0; j < J; ++j) {
+          const double gv = std::fabs(f(g[i * gi + j * gj]));
+          b += f(sg[i]) / 2 * std::fabs(f(rq[j * K + k])) + gv * (f(sr[k]) + f(sf[j])) / 2;
+          r += gv * std::fabs(f(rf[j * K + k])) + std::fabs(f(gq[i * gi + j * gj])) * std::fabs(f(rq[j * K + k]));
+        }
+        const double bound = b * (1.0 + 0x1p-12) + 0x1p-16 * r;
+        const double err = std::fabs(f(got[i * K + k]) - f(want[i * K + k]));
+        worst = std::max(worst, bound > 0.0 ? err / bound : (err > 0.0 ? HUGE_VAL : 0.0));
+      }
+    return worst;
+  }
   static Excess unit_backward_excess(const Config& c, const Inputs<float>& in, const Tensor<float>& dy,
                                      const Inputs<float>& unit) {
     const std::size_t N = c.rows, K = c.in, M = c.out;
@@ -388,32 +401,11 @@ struct Int8Linear {
     const Tensor<float> xt = quantized_along(in.x.ptr(), N, K, false, vf);
     const Tensor<float> ar = quantized_along(dy.ptr(), N, M, true, gf);
     const Tensor<float> ac = quantized_along(dy.ptr(), N, M, false, gf);
-    auto f = [](float v) { return static_cast<double>(v); };
     Excess e;
-    for (std::size_t n = 0; n < N; ++n)
-      for (std::size_t k = 0; k < K; ++k) {
-        double b = 0.0, r = 0.0;
-        for (std::size_t m = 0; m < M; ++m) {
-          const double g = std::fabs(f(dy[n * M + m]));
-          b += f(a.step[n]) / 2 * std::fabs(f(wt[m * K + k])) + g * (f(gw.step[k]) + f(z.w.step[m])) / 2;
-          r += g * std::fabs(f(z.what[m * K + k])) + std::fabs(f(ar[n * M + m])) * std::fabs(f(wt[m * K + k]));
-        }
-        const double bound = b * (1.0 + 0x1p-12) + 0x1p-16 * r;
-        const double err = std::fabs(f(unit.x[n * K + k]) - f(fl.x[n * K + k]));
-        e.dx = std::max(e.dx, bound > 0.0 ? err / bound : (err > 0.0 ? HUGE_VAL : 0.0));
-      }
-    for (std::size_t m = 0; m < M; ++m)
-      for (std::size_t k = 0; k < K; ++k) {
-        double b = 0.0, r = 0.0;
-        for (std::size_t n = 0; n < N; ++n) {
-          const double g = std::fabs(f(dy[n * M + m]));
-          b += f(cc.step[m]) / 2 * std::fabs(f(xt[n * K + k])) + g * (f(xc.step[k]) + f(z.x.step[n])) / 2;
-          r += g * std::fabs(f(z.xhat[n * K + k])) + std::fabs(f(ac[n * M + m])) * std::fabs(f(xt[n * K + k]));
-        }
-        const double bound = b * (1.0 + 0x1p-12) + 0x1p-16 * r;
-        const double err = std::fabs(f(unit.w[m * K + k]) - f(fl.w[m * K + k]));
-        e.dw = std::max(e.dw, bound > 0.0 ? err / bound : (err > 0.0 ? HUGE_VAL : 0.0));
-      }
+    e.dx = product_excess(N, M, K, dy.ptr(), M, 1, ar.ptr(), a.step.data(), wt.ptr(), gw.step.data(), z.what.ptr(),
+                          z.w.step.data(), unit.x.ptr(), fl.x.ptr());
+    e.dw = product_excess(M, N, K, dy.ptr(), 1, M, ac.ptr(), cc.step.data(), xt.ptr(), xc.step.data(), z.xhat.ptr(),
+                          z.x.step.data(), unit.w.ptr(), fl.w.ptr());
     return e;
   }
   // A cotangent off the grid whose rows (or columns) differ in scale by up to

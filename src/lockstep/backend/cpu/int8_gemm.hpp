@@ -48,12 +48,11 @@ struct Impl {
   Kernel kernel = nullptr;  // nullptr: not compiled for this target
 };
 Impl scalar_impl();  // the reference: one int32 dot product per cell
-// AVX-512 VNNI (vpdpbusd, u8×s8): A offset to unsigned by +128, corrected by
-// 128·Σ_k B[m, k] per column, in wrapping int32 (int8_gemm_kernels.cpp says why
+// AVX-512 VNNI (vpdpbusd, u8×s8): B offset to unsigned by +128, corrected by
+// 128·Σ_k A[n, k] per row, in wrapping int32 (int8_gemm_kernels.cpp says why
 // that is exact).
 Impl vnni_impl();
-// VNNI for few rows: no packing, one dot product per cell (the offset on B,
-// corrected by 128·Σ_k A[n, k] per row).
+// VNNI for few rows: no packing, one dot product per cell (the same offset).
 Impl vnni_dot_impl();
 // AMX-INT8 tiles (tdpbssd, s8×s8 directly). The caller must hold the tile
 // permission (probe_machine asks for it) and the CPU must have amx_int8.

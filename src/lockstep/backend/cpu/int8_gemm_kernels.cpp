@@ -11,18 +11,24 @@
 // kernel adds its products cannot change the result.
 //
 // VNNI: vpdpbusd multiplies UNSIGNED bytes by signed bytes (4 products summed
-// into each int32 lane, no saturation). We feed it u = a + 128 (a ^ 0x80 as a
-// byte, in [1, 255]) and B as it is, and subtract the correction:
-//   Σ_k a_k b_k = Σ_k u_k b_k − 128 · Σ_k b_k.
-// Σ u·b can reach 255·127·131071 ≈ 4.2e9 and leave int32, but vpdpbusd wraps
+// into each int32 lane, no saturation). We feed it u = b + 128 (b ^ 0x80 as a
+// byte, in [1, 255]) and A as it is, and subtract the correction:
+//   Σ_k a_k b_k = Σ_k a_k u_k − 128 · Σ_k a_k.
+// Σ a·u can reach 127·255·131071 ≈ 4.2e9 and leave int32, but vpdpbusd wraps
 // (mod 2^32) and so does the correction's subtraction (vpsubd): the result is
 // exact mod 2^32, and the true value lies in int32, so it is the true value.
 // (The saturating vpdpbusds would NOT be exact: the gate's ±127 cases at K
 // near the bound catch it.) We chose this over vpdpwssd on codes widened to
 // int16, which needs no offset, because vpdpbusd does 64 multiply-adds per
 // instruction against vpdpwssd's 32 and needs no widening shuffles; the
-// correction is one vector subtraction per output vector, and Σ_k b_k is
-// computed once per column.
+// correction is one vector subtraction per output vector, and Σ_k a_k is
+// computed once per row.
+// Why the offset goes on B: the unsigned operand of vpdpbusd must be a
+// register, the signed one may be a memory broadcast. B's packed vectors are
+// reused by every row of a tile (registers, offset once while packing); A's
+// quads are broadcast straight from A, which needs no pass of its own. (The
+// first version put the offset on A: an extra pass over A, and GCC folded the
+// B loads into every vpdpbusd; 300-590 against 680-800 GOPS per core.)
 //
 // AMX: tdpbssd multiplies signed bytes by signed bytes, accumulating in int32
 // tiles (16 rows × 16 int32); no offset. The B tile wants the same layout as
@@ -62,115 +68,133 @@ constexpr std::size_t kPanel = 16;  // columns per packed panel (one zmm of int3
 //   Bp[((p * quads + q) * 16 + j) * 4 + t] = B[(p*16 + j) * K + 4q + t]  (0 outside B)
 // `panels` may exceed ceil(M / 16) (zero panels round the count up to a
 // multiple of a kernel's register block); `quads` >= ceil(K / 4).
+// offset: add 128 to every byte of B (b ^ 0x80: VNNI's unsigned operand); the
+// padding stays 0 either way, so it adds nothing to a product.
 std::vector<std::int8_t> pack_b(const std::int8_t* B, std::size_t M, std::size_t K, std::size_t panels,
-                                std::size_t quads) {
+                                std::size_t quads, bool offset = false) {
   std::vector<std::int8_t> bp(panels * quads * kPanel * 4, 0);
+  const std::uint32_t flip = offset ? 0x80808080u : 0u;
   const std::size_t whole = K / 4, rest = K % 4;
   for (std::size_t p = 0; p * kPanel < M; ++p) {
     const std::size_t cols = std::min(kPanel, M - p * kPanel);
     std::int8_t* dst = bp.data() + p * quads * kPanel * 4;
     // Writes run contiguously; each quad is one 4-byte copy from one of 16 rows.
     for (std::size_t q = 0; q < whole; ++q)
-      for (std::size_t j = 0; j < cols; ++j) std::memcpy(dst + (q * kPanel + j) * 4, B + (p * kPanel + j) * K + 4 * q, 4);
+      for (std::size_t j = 0; j < cols; ++j) {
+        std::uint32_t quad;
+        std::memcpy(&quad, B + (p * kPanel + j) * K + 4 * q, 4);
+        quad ^= flip;
+        std::memcpy(dst + (q * kPanel + j) * 4, &quad, 4);
+      }
     if (rest != 0)
       for (std::size_t j = 0; j < cols; ++j)
-        std::memcpy(dst + (whole * kPanel + j) * 4, B + (p * kPanel + j) * K + 4 * whole, rest);
+        for (std::size_t t = 0; t < rest; ++t)
+          dst[(whole * kPanel + j) * 4 + t] =
+              static_cast<std::int8_t>(static_cast<std::uint8_t>(B[(p * kPanel + j) * K + 4 * whole + t]) ^ (flip & 0xFFu));
   }
   return bp;
 }
 
+// The offset's correction per row of A: 128·Σ_k A[n, k]; its magnitude is at
+// most 128·127·131071 = 2130690176 < 2^31.
+std::vector<std::int32_t> offset_corrections(const std::int8_t* A, std::size_t N, std::size_t K) {
+  std::vector<std::int32_t> corr(N);
+  for (std::size_t n = 0; n < N; ++n) {
+    std::int32_t s = 0;
+    for (std::size_t k = 0; k < K; ++k) s += A[n * K + k];
+    corr[n] = 128 * s;
+  }
+  return corr;
+}
+
 // ---------------------------------------------------------------------------
 // AVX-512 VNNI: a register tile of R rows × NV panels (R·NV zmm accumulators),
-// A offset by +128 while it is packed (Ap: row-major, K padded to quads).
+// B offset by +128 while it is packed, A read in place (copied with zero
+// padding only when K is not a multiple of 4, so no quad reads past a row).
 // ---------------------------------------------------------------------------
 #define LOCKSTEP_VNNI_TARGET __attribute__((target("avx512f,avx512bw,avx512vnni")))
-constexpr std::size_t kVnniRows = 4, kVnniPanels = 4;  // 16 accumulators: GCC 12 spills 20 or 24 of them every k
+constexpr std::size_t kVnniRows = 6, kVnniPanels = 4;  // 24 accumulators, 4 B vectors, 1 broadcast: 29 of 32 zmm
 
 // k runs in blocks of kQuadBlock quads (256 k): a group's block of packed B
 // (4 panels × 64 quads × 64 bytes = 16 KiB) stays in L1 while every row tile
-// uses it. Between blocks the raw partial sums Σ u·b park in C; the last
+// uses it. Between blocks the raw partial sums Σ a·u park in C; the last
 // block subtracts the correction.
 constexpr std::size_t kQuadBlock = 64;
 
 template <std::size_t R>
-LOCKSTEP_VNNI_TARGET void vnni_tile(const std::int8_t* Ap, std::size_t lda, const std::int8_t* Bp,
+LOCKSTEP_VNNI_TARGET void vnni_tile(const std::int8_t* A, std::size_t lda, const std::int8_t* Bp,
                                     std::size_t quads, std::size_t q0, std::size_t q1, bool first, bool last,
-                                    const std::int32_t* corr128, std::size_t m0, std::size_t mn, std::int32_t* C,
+                                    const std::int32_t* corr_rows, std::size_t mn, std::int32_t* C,
                                     std::size_t ldc) {
   // Every loop over the accumulators is unrolled: an index the compiler
   // cannot resolve makes the array addressable and spills it every k.
   __m512i acc[R][kVnniPanels];
   __mmask16 mask[kVnniPanels];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (std::size_t v = 0; v < kVnniPanels; ++v) {
     const std::size_t c0 = v * kPanel;
     const std::size_t cols = c0 < mn ? std::min(kPanel, mn - c0) : 0;
     mask[v] = static_cast<__mmask16>((1u << cols) - 1u);
   }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (std::size_t r = 0; r < R; ++r)
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (std::size_t v = 0; v < kVnniPanels; ++v)
       acc[r][v] = first ? _mm512_setzero_si512() : _mm512_maskz_loadu_epi32(mask[v], C + r * ldc + v * kPanel);
   const std::size_t panel_stride = quads * kPanel * 4;
   for (std::size_t q = q0; q < q1; ++q) {
     __m512i bv[kVnniPanels];
-#pragma GCC unroll 4
-    // GCC folds these loads into each vpdpbusd (R loads of a vector per quad);
-    // forcing them into registers measured 20-35% slower on this Zen 5.
+#pragma GCC unroll 8
     for (std::size_t v = 0; v < kVnniPanels; ++v) bv[v] = _mm512_loadu_si512(Bp + v * panel_stride + q * kPanel * 4);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (std::size_t r = 0; r < R; ++r) {
       std::int32_t quad;
-      std::memcpy(&quad, Ap + r * lda + q * 4, 4);
+      std::memcpy(&quad, A + r * lda + q * 4, 4);
       const __m512i a = _mm512_set1_epi32(quad);
-#pragma GCC unroll 4
-      for (std::size_t v = 0; v < kVnniPanels; ++v) acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], a, bv[v]);
+#pragma GCC unroll 8
+      for (std::size_t v = 0; v < kVnniPanels; ++v) acc[r][v] = _mm512_dpbusd_epi32(acc[r][v], bv[v], a);
     }
   }
-  // C = Σ u·b − 128·Σ b, both wrapping (see the top of the file).
-#pragma GCC unroll 4
-  for (std::size_t v = 0; v < kVnniPanels; ++v) {
-    const __m512i corr = last ? _mm512_maskz_loadu_epi32(mask[v], corr128 + m0 + v * kPanel) : _mm512_setzero_si512();
-#pragma GCC unroll 4
-    for (std::size_t r = 0; r < R; ++r)
+  // C = Σ a·u − 128·Σ a, both wrapping (see the top of the file).
+#pragma GCC unroll 8
+  for (std::size_t r = 0; r < R; ++r) {
+    const __m512i corr = _mm512_set1_epi32(last ? corr_rows[r] : 0);
+#pragma GCC unroll 8
+    for (std::size_t v = 0; v < kVnniPanels; ++v)
       _mm512_mask_storeu_epi32(C + r * ldc + v * kPanel, mask[v], _mm512_sub_epi32(acc[r][v], corr));
   }
 }
 
 void vnni_kernel(const std::int8_t* A, const std::int8_t* B, std::int32_t* C, std::size_t N, std::size_t M,
-                 std::size_t K, std::size_t ldc) {
+                  std::size_t K, std::size_t ldc) {
   if (N == 0 || M == 0) return;
-  const std::size_t quads = (K + 3) / 4, lda = quads * 4;
+  const std::size_t quads = (K + 3) / 4;
   const std::size_t groups = (M + kPanel * kVnniPanels - 1) / (kPanel * kVnniPanels);
-  const std::vector<std::int8_t> bp = pack_b(B, M, K, groups * kVnniPanels, quads);
-  // The correction 128·Σ_k b: |128·Σ b| <= 128·127·131071 = 2130690176 < 2^31.
-  std::vector<std::int32_t> corr128(groups * kVnniPanels * kPanel, 0);
-  for (std::size_t m = 0; m < M; ++m) {
-    std::int32_t s = 0;
-    for (std::size_t k = 0; k < K; ++k) s += B[m * K + k];
-    corr128[m] = 128 * s;
+  const std::vector<std::int8_t> bp = pack_b(B, M, K, groups * kVnniPanels, quads, true);
+  const std::vector<std::int32_t> corr = offset_corrections(A, N, K);
+  // A in place; with K off a multiple of 4 the last quad of a row would read
+  // past it, so then a copy padded with zeros (which meet B's zero padding).
+  std::vector<std::int8_t> ap;
+  const std::int8_t* a = A;
+  std::size_t lda = K;
+  if (K % 4 != 0) {
+    lda = quads * 4;
+    ap.assign(N * lda, 0);
+    for (std::size_t n = 0; n < N; ++n) std::memcpy(ap.data() + n * lda, A + n * K, K);
+    a = ap.data();
   }
-  // u = a + 128 as an unsigned byte is a ^ 0x80; the padding (u = 0) meets B's zero padding.
-  std::vector<std::int8_t> ap(N * lda, 0);
-  for (std::size_t n = 0; n < N; ++n)
-    for (std::size_t k = 0; k < K; ++k)
-      ap[n * lda + k] = static_cast<std::int8_t>(static_cast<std::uint8_t>(A[n * K + k]) ^ 0x80u);
   const std::size_t panel_stride = quads * kPanel * 4;
   for (std::size_t g = 0; g < groups; ++g) {
     const std::size_t m0 = g * kPanel * kVnniPanels, mn = std::min(kPanel * kVnniPanels, M - m0);
     const std::int8_t* bg = bp.data() + g * kVnniPanels * panel_stride;
-    // K = 0 still runs one (empty) block: it writes the zeros.
     for (std::size_t q0 = 0; q0 < quads || q0 == 0; q0 += kQuadBlock) {
       const std::size_t q1 = std::min(quads, q0 + kQuadBlock);
       const bool first = q0 == 0, last = q1 == quads;
       std::size_t n = 0;
       for (; n + kVnniRows <= N; n += kVnniRows)
-        vnni_tile<kVnniRows>(ap.data() + n * lda, lda, bg, quads, q0, q1, first, last, corr128.data(), m0, mn,
-                             C + n * ldc + m0, ldc);
+        vnni_tile<kVnniRows>(a + n * lda, lda, bg, quads, q0, q1, first, last, corr.data() + n, mn, C + n * ldc + m0, ldc);
       for (; n < N; ++n)
-        vnni_tile<1>(ap.data() + n * lda, lda, bg, quads, q0, q1, first, last, corr128.data(), m0, mn,
-                     C + n * ldc + m0, ldc);
+        vnni_tile<1>(a + n * lda, lda, bg, quads, q0, q1, first, last, corr.data() + n, mn, C + n * ldc + m0, ldc);
       if (quads == 0) break;
     }
   }
@@ -178,8 +202,8 @@ void vnni_kernel(const std::int8_t* A, const std::int8_t* B, std::int32_t* C, st
 
 // ---------------------------------------------------------------------------
 // AVX-512 VNNI for few rows (a decode step), without packing: each cell is a
-// dot product over K in 64-byte chunks; the offset goes on B this time
-// (u = b ^ 0x80, corrected by 128·Σ_k a[n, k] per row, computed once), and up
+// dot product over K in 64-byte chunks, with the same offset (u = b ^ 0x80,
+// here applied to each chunk as it is loaded; 128·Σ_k a[n, k] per row), and up
 // to kDotRows rows share each chunk of B.
 // ---------------------------------------------------------------------------
 constexpr std::size_t kDotRows = 4;
@@ -203,21 +227,21 @@ LOCKSTEP_VNNI_TARGET void vnni_dot_rows(const std::int8_t* A, const std::int8_t*
   for (std::size_t m = 0; m < M; ++m) {
     const std::int8_t* b = B + m * K;
     __m512i acc[R];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (std::size_t r = 0; r < R; ++r) acc[r] = _mm512_setzero_si512();
     for (std::size_t c = 0; c < whole; ++c) {
       const __m512i bu = _mm512_xor_si512(_mm512_loadu_si512(b + 64 * c), flip);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (std::size_t r = 0; r < R; ++r)
         acc[r] = _mm512_dpbusd_epi32(acc[r], bu, _mm512_loadu_si512(A + r * K + 64 * c));
     }
     if (rest != 0) {
       const __m512i bu = _mm512_xor_si512(_mm512_maskz_loadu_epi8(tail, b + 64 * whole), flip);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (std::size_t r = 0; r < R; ++r)
         acc[r] = _mm512_dpbusd_epi32(acc[r], bu, _mm512_maskz_loadu_epi8(tail, A + r * K + 64 * whole));
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (std::size_t r = 0; r < R; ++r)
       C[r * ldc + m] = static_cast<std::int32_t>(lane_sum(acc[r]) - static_cast<std::uint32_t>(corr128[r]));
   }
@@ -225,12 +249,7 @@ LOCKSTEP_VNNI_TARGET void vnni_dot_rows(const std::int8_t* A, const std::int8_t*
 
 void vnni_dot_kernel(const std::int8_t* A, const std::int8_t* B, std::int32_t* C, std::size_t N, std::size_t M,
                      std::size_t K, std::size_t ldc) {
-  std::vector<std::int32_t> corr128(N);  // |128·Σ a| < 2^31, as for the packed kernel's Σ b
-  for (std::size_t n = 0; n < N; ++n) {
-    std::int32_t s = 0;
-    for (std::size_t k = 0; k < K; ++k) s += A[n * K + k];
-    corr128[n] = 128 * s;
-  }
+  const std::vector<std::int32_t> corr128 = offset_corrections(A, N, K);
   std::size_t n = 0;
   for (; n + kDotRows <= N; n += kDotRows)
     vnni_dot_rows<kDotRows>(A + n * K, B, C + n * ldc, M, K, ldc, corr128.data() + n);
@@ -266,7 +285,12 @@ struct HwTiles {
       cfg.colsb[t] = 64;  // C: 16 int32; A: 64 bytes of k; B: 16 columns × 4 bytes
       cfg.rows[t] = 16;   // C and A: 16 rows; B: 16 k-quads
     }
-    _tile_loadconfig(&cfg);
+    // Not GCC 12's _tile_loadconfig: its asm names only the first 8 bytes of
+    // the configuration as read, so the stores of the rest could be dropped
+    // as dead. Here the whole object is the operand, and the "memory" clobber
+    // also orders the packed A and B before the tile loads, whose asm (GCC's
+    // _tile_loadd) takes only the address and names no memory at all.
+    __asm__ volatile("ldtilecfg %0" : : "m"(cfg) : "memory");
   }
   LOCKSTEP_AMX_TARGET void zero() {
     _tile_zero(0);
