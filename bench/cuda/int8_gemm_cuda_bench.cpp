@@ -132,8 +132,9 @@ int main(int argc, char** argv) {
   const lc::Int8Impl impls[] = {lc::Int8Impl::dp4a, lc::Int8Impl::imma_128x128, lc::Int8Impl::imma_128x256,
                                 lc::Int8Impl::cublaslt};
   std::printf("int8 GEMM, C[N,M] = A[N,K]·B[M,K]ᵀ, int32 out; TOPS = 2NMK / best of %d calls\n", reps);
-  std::printf("%-15s %6s %6s %6s | %7s %9s %9s %9s | %7s %6s\n", "product", "N", "M", "K", "dp4a", "imma128",
-              "imma256", "cublasLt", "own/Lt", "exact");
+  const lc::Int8Selection& sel = lc::int8_selection();  // the gates and the race, before the table
+  std::printf("%-15s %6s %6s %6s | %7s %9s %9s %9s | %7s %-14s %s\n", "product", "N", "M", "K", "dp4a", "imma128",
+              "imma256", "cublasLt", "own/Lt", "race picks", "exact");
   double own_ops = 0, own_ms = 0, lt_ms = 0;
   for (const Shape& s : shapes) {
     double tops[4] = {-1, -1, -1, -1}, ms[4] = {-1, -1, -1, -1};
@@ -159,14 +160,16 @@ int main(int argc, char** argv) {
       own_ms += own_best_ms;
       lt_ms += ms[3] > 0 ? ms[3] : own_best_ms;
     }
-    std::printf("%-15s %6zu %6zu %6zu | %7.0f %9.0f %9.0f %9.0f | %6.0f%% %s\n", s.what, s.N, s.M, s.K, tops[0],
-                tops[1], tops[2], tops[3], tops[3] > 0 ? 100.0 * own / tops[3] : 0.0, exact.c_str());
+    const int cl = static_cast<int>(lc::int8_class_of(a.data(), b.data(), s.N, s.M, s.K));
+    std::printf("%-15s %6zu %6zu %6zu | %7.0f %9.0f %9.0f %9.0f | %6.0f%% %-14s %s\n", s.what, s.N, s.M, s.K, tops[0],
+                tops[1], tops[2], tops[3], tops[3] > 0 ? 100.0 * own / tops[3] : 0.0,
+                std::string(lc::int8_impl_name(sel.choice[cl])).c_str(), exact.c_str());
   }
   std::printf("GPT-2 124M step's 12 int8 products: best own kernel each %.3f ms (%.0f TOPS), cuBLASLt %.3f ms "
               "(%.0f TOPS): own/Lt %.0f%%\n",
               own_ms, own_ops / (own_ms * 1e-3) * 1e-12, lt_ms, own_ops / (lt_ms * 1e-3) * 1e-12,
               100.0 * lt_ms / own_ms);
   std::printf("cuBLAS bf16 GEMM 8192^3 (fp32 accumulate): %.0f TFLOP/s\n", bf16_tops(reps));
-  std::printf("%s\n", lc::int8_report().c_str());
+  std::printf("%s\n", sel.report.c_str());
   return 0;
 }

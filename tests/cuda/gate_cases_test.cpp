@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -18,6 +19,7 @@
 #include "lockstep/backend/cuda/gemm_launch.hpp"
 #include "lockstep/backend/cuda/gemm_tile_rule.hpp"
 #include "lockstep/ops/all.hpp"
+#include "lockstep/ops/quant.hpp"
 
 namespace {
 
@@ -137,3 +139,48 @@ TEST(CudaGateCases, EveryTileOfAGpt2StepIsGated) {
           EXPECT_EQ(covered.count(path), 1u) << describe(path) << " is never gated";
         }
 }
+
+namespace {
+
+// The int8 GEMM's gate list (gate_int8.cpp) keeps what its gates are for: every
+// implementation has cases; each own kernel meets K = 131071, K = 0, an odd M,
+// K off 16 (byte loads) and, on the 16-byte loads, K off 64 (the k tail), a
+// misaligned operand, extreme codes and a shape past both block tiles; every
+// cuBLASLt shape satisfies its requirements (K % 4 == 0, M % 4 == 0), the
+// largest such K included. Only the IMMA tiles and cuBLASLt are optional.
+TEST(CudaGateCases, TheInt8GemmCasesCoverTheirEdges) {
+  struct Shape {
+    std::size_t N = 0, M = 0, K = 0;
+    bool extreme = false, misaligned = false;
+  };
+  std::map<std::string, std::vector<Shape>> by_kernel;
+  for (const auto& c : lc::gate::cases_of({"int8_gemm"})) {
+    Shape s;
+    ASSERT_EQ(std::sscanf(c.shape.c_str(), "N %zu M %zu K %zu", &s.N, &s.M, &s.K), 3) << c.shape;
+    s.extreme = c.shape.find("extreme codes") != std::string::npos;
+    s.misaligned = c.shape.find("+1 byte") != std::string::npos;
+    EXPECT_EQ(c.optional, c.kernel != "int8_gemm_nt dp4a") << c.kernel;
+    by_kernel[c.kernel].push_back(s);
+  }
+  for (const char* own : {"int8_gemm_nt dp4a", "int8_gemm_nt imma 128x128", "int8_gemm_nt imma 128x256"}) {
+    const auto& v = by_kernel[own];
+    const auto any = [&](auto pred) { return std::any_of(v.begin(), v.end(), pred); };
+    EXPECT_TRUE(any([](const Shape& s) { return s.K == ops::kMaxQuantK && s.extreme; })) << own << ": K = 131071";
+    EXPECT_TRUE(any([](const Shape& s) { return s.K == 0; })) << own << ": K = 0";
+    EXPECT_TRUE(any([](const Shape& s) { return s.M % 2 == 1 && s.M > 1; })) << own << ": odd M";
+    EXPECT_TRUE(any([](const Shape& s) { return s.K % 16 != 0 && s.K > 64; })) << own << ": K % 16 != 0";
+    EXPECT_TRUE(any([](const Shape& s) { return s.K % 16 == 0 && s.K % 64 != 0 && !s.misaligned; }))
+        << own << ": a k tail on the 16-byte loads";
+    EXPECT_TRUE(any([](const Shape& s) { return s.misaligned; })) << own << ": misaligned operands";
+    EXPECT_TRUE(any([](const Shape& s) { return s.N > 128 && s.M > 256; })) << own << ": past both block tiles";
+  }
+  const auto& lt = by_kernel["int8_gemm_nt cublasLt"];
+  EXPECT_FALSE(lt.empty());
+  for (const Shape& s : lt) EXPECT_TRUE(s.K % 4 == 0 && s.M % 4 == 0 && !s.misaligned) << s.N << " " << s.M << " " << s.K;
+  EXPECT_TRUE(std::any_of(lt.begin(), lt.end(), [](const Shape& s) { return s.K == ops::kMaxQuantK - 3 && s.extreme; }));
+  std::size_t n = 0;
+  for (const auto& [k, v] : by_kernel) n += v.size();
+  std::printf("int8 GEMM gate cases: %zu over %zu implementations\n", n, by_kernel.size());
+}
+
+}  // namespace

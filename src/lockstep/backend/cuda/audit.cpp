@@ -379,41 +379,14 @@ void attention_bwd(const ops::Attention::Config& c, const float* q, std::size_t 
   }
 }
 
-void bitlinear_fwd(std::size_t N, std::size_t K, std::size_t M, const float* x, const float* w, float scale,
-                   const float* y) {
-  if (!g_opt.enabled || N == 0 || M == 0) return;
-  Timer timer;
-  struct At {
-    std::size_t n, m, x, w, y;
-  };
-  Staging st;
-  std::vector<At> at;
-  for (const auto& [n, m] : cells(N, M, g_opt.interior, next_launch())) {
-    At a{n, m, 0, 0, 0};
-    a.x = st.add(x + n * K, 1, K, K);
-    a.w = st.add(w + m * K, 1, K, K);
-    a.y = st.add(y + n * M + m, 1, 1, 1);
-    at.push_back(a);
-  }
-  const std::vector<float>& h = st.fetch();
-  const float inv = 1.0f / scale;  // ops::quantize_ternary's inv
-  for (const At& a : at) {
-    const ops::RowCodes<float> cx =
-        ops::quantize_rows(h.data() + a.x, 1, K, static_cast<float>(ops::BitLinear::kActFloor));
-    std::int32_t acc = 0;
-    for (std::size_t kk = 0; kk < K; ++kk)
-      acc += static_cast<std::int32_t>(cx.q[kk]) * static_cast<std::int32_t>(ops::ternary_code(h[a.w + kk], inv));
-    const float want = ops::BitLinear::epilogue(acc, cx.step[0], scale);
-    const float got = h[a.y];
-    ++timer.cells;
-    if (bits(want) != bits(got))
-      mismatch(fmt::format("bitlinear_fwd [{} x {}, k {}]: cell ({}, {}): cpu 0x{:08x} ({}) vs cuda 0x{:08x} ({})", N,
-                           M, K, a.n, a.m, bits(want), want, bits(got), got));
-  }
-}
+namespace {
 
-void int8_linear_fwd(std::size_t N, std::size_t K, std::size_t M, const float* x, const float* w, const float* b,
-                     const float* y) {
+// A quantized linear's forward y [N, M] from rows x_n and w_m [K] (and b_m):
+// the cells of matmul's choice, each gathered and recomputed by
+// want(x_n, w_m, &b_m or null), compared by bit pattern.
+template <class Want>
+void quantized_rows_audit(const char* op, std::size_t N, std::size_t K, std::size_t M, const float* x, const float* w,
+                          const float* b, const float* y, Want&& want) {
   if (!g_opt.enabled || N == 0 || M == 0) return;
   Timer timer;
   struct At {
@@ -430,21 +403,42 @@ void int8_linear_fwd(std::size_t N, std::size_t K, std::size_t M, const float* x
     at.push_back(a);
   }
   const std::vector<float>& h = st.fetch();
-  const auto floor_v = static_cast<float>(ops::Int8Linear::kFloor);
   for (const At& a : at) {
-    const ops::RowCodes<float> cx = ops::quantize_rows(h.data() + a.x, 1, K, floor_v);
-    const ops::RowCodes<float> cw = ops::quantize_rows(h.data() + a.w, 1, K, floor_v);
+    const float expect = want(h.data() + a.x, h.data() + a.w, b != nullptr ? h.data() + a.b : nullptr);
+    const float got = h[a.y];
+    ++timer.cells;
+    if (bits(expect) != bits(got))
+      mismatch(fmt::format("{} [{} x {}, k {}]: cell ({}, {}): cpu 0x{:08x} ({}) vs cuda 0x{:08x} ({})", op, N, M, K,
+                           a.n, a.m, bits(expect), expect, bits(got), got));
+  }
+}
+
+}  // namespace
+
+void bitlinear_fwd(std::size_t N, std::size_t K, std::size_t M, const float* x, const float* w, float scale,
+                   const float* y) {
+  const float inv = 1.0f / scale;  // ops::quantize_ternary's inv
+  quantized_rows_audit("bitlinear_fwd", N, K, M, x, w, nullptr, y, [&](const float* xr, const float* wr, const float*) {
+    const ops::RowCodes<float> cx = ops::quantize_rows(xr, 1, K, static_cast<float>(ops::BitLinear::kActFloor));
+    std::int32_t acc = 0;
+    for (std::size_t kk = 0; kk < K; ++kk)
+      acc += static_cast<std::int32_t>(cx.q[kk]) * static_cast<std::int32_t>(ops::ternary_code(wr[kk], inv));
+    return ops::BitLinear::epilogue(acc, cx.step[0], scale);
+  });
+}
+
+void int8_linear_fwd(std::size_t N, std::size_t K, std::size_t M, const float* x, const float* w, const float* b,
+                     const float* y) {
+  const auto floor_v = static_cast<float>(ops::Int8Linear::kFloor);
+  quantized_rows_audit("int8_linear_fwd", N, K, M, x, w, b, y, [&](const float* xr, const float* wr, const float* br) {
+    const ops::RowCodes<float> cx = ops::quantize_rows(xr, 1, K, floor_v);
+    const ops::RowCodes<float> cw = ops::quantize_rows(wr, 1, K, floor_v);
     std::int32_t acc = 0;
     for (std::size_t kk = 0; kk < K; ++kk)
       acc += static_cast<std::int32_t>(cx.q[kk]) * static_cast<std::int32_t>(cw.q[kk]);
-    float want = ops::unit_epilogue(acc, cx.step[0], cw.step[0]);
-    if (b != nullptr) want = want + h[a.b];
-    const float got = h[a.y];
-    ++timer.cells;
-    if (bits(want) != bits(got))
-      mismatch(fmt::format("int8_linear_fwd [{} x {}, k {}]: cell ({}, {}): cpu 0x{:08x} ({}) vs cuda 0x{:08x} ({})",
-                           N, M, K, a.n, a.m, bits(want), want, bits(got), got));
-  }
+    const float v = ops::unit_epilogue(acc, cx.step[0], cw.step[0]);
+    return br != nullptr ? v + *br : v;
+  });
 }
 
 }  // namespace lockstep::cuda::audit
