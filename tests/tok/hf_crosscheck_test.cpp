@@ -52,6 +52,7 @@ TEST(TokHf, AgreesWithHuggingFaceTokenizersOnRandomText) {
   LOCKSTEP_REQUIRE_FILE(testdata() / "tokenizers/gpt2/encoder.json");
   const std::string python = LOCKSTEP_PYTHON;
   if (python.empty()) GTEST_SKIP() << "no Python interpreter found at configure time";
+  LOCKSTEP_REQUIRE_PCRE2();
 
   // A vocabulary lockstep trains and saves; HF must load it and agree.
   std::string corpus;

@@ -13,6 +13,7 @@
 #include "lockstep/tok/pretokenize.hpp"
 #include "lockstep/tok/regex_split.hpp"
 #include "lockstep/tok/unicode.hpp"
+#include "testdata.hpp"
 
 namespace {
 
@@ -50,6 +51,7 @@ std::string random_text(std::mt19937& rng) {
 }
 
 TEST(TokRegex, Pcre2PathEqualsTheHandWrittenMatchers) {
+  LOCKSTEP_REQUIRE_PCRE2();
   std::mt19937 rng(4242);
   for (const PreTokenizer p : {PreTokenizer::kGpt2, PreTokenizer::kCl100k}) {
     const RegexSplitter splitter({std::string(pre_tokenizer_regex(p))});
@@ -70,6 +72,7 @@ TEST(TokRegex, Pcre2PathEqualsTheHandWrittenMatchers) {
 
 // Every named pre-tokenizer's pieces tile any byte string, none empty.
 TEST(TokRegex, EveryNamedPreTokenizerTilesRandomBytes) {
+  LOCKSTEP_REQUIRE_PCRE2();
   std::mt19937 rng(7);
   int names = 0;
   for (const std::string& name : pre_tokenizer_names()) {
@@ -93,6 +96,7 @@ TEST(TokRegex, EveryNamedPreTokenizerTilesRandomBytes) {
 }
 
 TEST(TokRegex, KnownAnswers) {
+  LOCKSTEP_REQUIRE_PCRE2();
   using V = std::vector<std::string>;
   // Lookahead-only matches are cut points; an empty match where the last one
   // ended is skipped (Oniguruma's iterator): SuperBPE's groups of three.
@@ -122,11 +126,13 @@ TEST(TokRegex, UnicodeClassesAreSpelledOut) {
   EXPECT_NE(p.find("\\Q\\p{L}\\E"), std::string::npos);     // quoted text stays
   EXPECT_EQ(p.find("\\x{D800}"), std::string::npos);        // no surrogates
   // A code point assigned in Unicode 15/16 (PCRE2 10.42 has 14): a letter.
+  LOCKSTEP_REQUIRE_PCRE2();
   const RegexSplitter letters({R"(\p{L}+)"});
   EXPECT_EQ(split(letters, "a\U0003134Ab"), std::vector<std::string>{"a\U0003134Ab"});  // CJK Ext. H (15.0)
 }
 
 TEST(TokRegex, BadPatternsAreRefusedClearly) {
+  LOCKSTEP_REQUIRE_PCRE2();
   const auto message = [](std::vector<std::string> p) -> std::string {
     try {
       RegexSplitter s(std::move(p));

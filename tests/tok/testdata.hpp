@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "lockstep/tok/regex_split.hpp"
+
 namespace lockstep::tok::testing {
 
 inline std::filesystem::path testdata() { return LOCKSTEP_SHARED_TESTDATA; }
@@ -17,6 +19,14 @@ inline std::filesystem::path testdata() { return LOCKSTEP_SHARED_TESTDATA; }
 #define LOCKSTEP_REQUIRE_FILE(p)                                                                   \
   do {                                                                                             \
     if (!std::filesystem::exists(p)) GTEST_SKIP() << "test data missing: " << (p).string();       \
+  } while (0)
+
+// GTEST_SKIP()s the calling test in a build without PCRE2 (the regex
+// pre-tokenizers are then unavailable; scripts/setup.sh installs libpcre2-dev).
+#define LOCKSTEP_REQUIRE_PCRE2()                                                                   \
+  do {                                                                                             \
+    if (!::lockstep::tok::regex_pre_tokenizers_available())                                        \
+      GTEST_SKIP() << "this build has no PCRE2: regex pre-tokenizers unavailable";                 \
   } while (0)
 
 inline std::string slurp(const std::filesystem::path& p) {

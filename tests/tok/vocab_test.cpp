@@ -283,6 +283,7 @@ TEST(TokVocab, GgufUnknownPreTokenizerIsRefusedClearly) {
   // Every known name builds a tokenizer from this vocabulary.
   int built = 0;
   for (const std::string& name : pre_tokenizer_names()) {
+    if (!regex_pre_tokenizers_available() && !pre_tokenizer_by_name(name)->regexes.empty()) continue;
     std::string b = slurp(file);
     const std::size_t len_at = b.find(key) + key.size() + 4;
     std::string len(8, '\0');
@@ -295,7 +296,7 @@ TEST(TokVocab, GgufUnknownPreTokenizerIsRefusedClearly) {
     ++built;
   }
   std::printf("%d pre-tokenizer names build a tokenizer\n", built);
-  EXPECT_GT(built, 60);
+  EXPECT_GT(built, regex_pre_tokenizers_available() ? 60 : 25);
 }
 
 // The damaged shared copies (if still damaged) are refused with the file and
@@ -341,7 +342,7 @@ TEST(TokVocab, EncodeSpeed) {
     toks.push_back(load_hf_tokenizer_json(testdata() / "llama3/tokenizer.json"));  // LLaMA-3 / BitNet 2B4T
   }
   // The general (PCRE2) path: cl100k's ranks under o200k's regex.
-  toks.push_back(load_tiktoken(tk("cl100k_base.tiktoken"), PreTokenizer::kGpt2, {}, "bpe:cl100k-ranks+o200k-regex",
+  if (regex_pre_tokenizers_available()) toks.push_back(load_tiktoken(tk("cl100k_base.tiktoken"), PreTokenizer::kGpt2, {}, "bpe:cl100k-ranks+o200k-regex",
                                std::make_shared<const RegexSplitter>(std::vector<std::string>{std::string(o200k_regex())})));
   for (const auto& tok : toks) {
     const auto t0 = std::chrono::steady_clock::now();

@@ -1,7 +1,9 @@
 #include "lockstep/tok/regex_split.hpp"
 
+#if LOCKSTEP_HAVE_PCRE2
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
+#endif
 
 #include <algorithm>
 #include <map>
@@ -119,11 +121,13 @@ void append_ranges(const Ranges& r, std::string& out) {
   }
 }
 
+#if LOCKSTEP_HAVE_PCRE2
 std::string pcre2_message(int code) {
   PCRE2_UCHAR buf[256];
   if (pcre2_get_error_message(code, buf, sizeof buf) < 0) return "error " + std::to_string(code);
   return reinterpret_cast<const char*>(buf);
 }
+#endif
 
 }  // namespace
 
@@ -212,6 +216,10 @@ std::string pcre2_pattern_for(std::string_view p) {
   }
   return out;
 }
+
+#if LOCKSTEP_HAVE_PCRE2
+
+bool regex_pre_tokenizers_available() { return true; }
 
 struct RegexSplitter::Compiled {
   pcre2_code* code = nullptr;
@@ -330,5 +338,21 @@ void RegexSplitter::split(std::string_view text, std::vector<std::string_view>& 
   }
   if (i > run) split_valid(text.substr(run, i - run), out);
 }
+
+#else  // no PCRE2 in this build
+
+bool regex_pre_tokenizers_available() { return false; }
+
+struct RegexSplitter::Compiled {};
+
+RegexSplitter::RegexSplitter(std::vector<std::string> patterns) : patterns_(std::move(patterns)) {
+  throw std::invalid_argument("regex pre-tokenizer '" + unicode::escape_bytes(patterns_.empty() ? "" : patterns_[0]) +
+                              "': this build has no PCRE2 (install libpcre2-dev, scripts/setup.sh, and reconfigure)");
+}
+RegexSplitter::~RegexSplitter() = default;
+void RegexSplitter::split(std::string_view, std::vector<std::string_view>&) const {}
+void RegexSplitter::split_valid(std::string_view, std::vector<std::string_view>&) const {}
+
+#endif
 
 }  // namespace lockstep::tok

@@ -31,6 +31,10 @@
 
 namespace lockstep::tok {
 
+// False in a build without PCRE2 (CMake found no libpcre2-8): then every
+// RegexSplitter constructor throws std::invalid_argument saying so.
+bool regex_pre_tokenizers_available();
+
 class RegexSplitter {
  public:
   // Throws std::invalid_argument naming the pattern and PCRE2's message (with
