@@ -95,7 +95,7 @@ mutant("layernorm-eps-dropped-spec", "ops", N, "const T rstd = M::rsqrt(var + st
 # --- CPU kernels ------------------------------------------------------------------
 C = "src/lockstep/backend/cpu/ops.cpp"
 mutant("cpu-rmsnorm-eps-dropped", "cpu kernels", C, "const float rs = num::rsqrt(ms + eps);",
-       "const float rs = num::rsqrt(ms);", op="rmsnorm", family="llama", desc="fast RMSNorm kernel ignores eps")
+       "const float rs = num::rsqrt(ms + 0.0f * eps);", op="rmsnorm", family="llama", desc="fast RMSNorm kernel ignores eps")
 mutant("cpu-rmsnorm-weight-order", "cpu kernels", C, "yr[j] = (xr[j] * rs) * w[j];", "yr[j] = xr[j] * (rs * w[j]);",
        op="rmsnorm", family="llama", desc="fast RMSNorm multiplies in another order (last-bit change)")
 G = "src/lockstep/backend/cpu/gemm.cpp"

@@ -81,6 +81,7 @@ def instruments(m):
         ("unit", "test_checkpoint", "tests/train/test_checkpoint", "*"),
         ("unit", "test_train_config", "tests/train/test_train_config", "*"),
         ("unit", "test_trainer", "tests/train/test_trainer", "*"),
+        ("unit", "test_train_wiring", "tests/train/test_train_wiring", "*"),
         ("resume", "test_resume_state", "tests/train/test_resume_state", "*"),
         ("golden", "test_golden", "tests/train/test_golden", f"Micro/GoldenRun.{golden}"),
     ]
@@ -88,6 +89,7 @@ def instruments(m):
         ("unit", "test_shards", "tests/data/test_shards", "*"),
         ("unit", "test_corpus", "tests/train/test_corpus", "*"),
         ("unit", "test_trainer", "tests/train/test_trainer", "*"),
+        ("unit", "test_train_wiring", "tests/train/test_train_wiring", "*"),
         ("golden", "test_golden", "tests/train/test_golden", "Micro/GoldenRun.*gpt2_micro"),
     ]
     tok = [
@@ -254,6 +256,34 @@ def markdown(results, head, seconds):
     return "\n".join(lines)
 
 
+def table_from_logs(paths, out_path):
+    by_id = {m["id"]: m for m in mutation_catalogue.M}
+    got, heads, seconds = {}, [], 0.0
+    line_re = re.compile(r"^\[\s*(\d+)s\] (\S+)\s+(caught|golden-only|missed|equivalent|does not compile)\s+(.*?)\s+\(build")
+    for p in paths:
+        last = 0.0
+        for line in open(p):
+            h = re.search(r"planting in place at ([0-9a-f]+)|scratch tree .* at ([0-9a-f]+)", line)
+            if h:
+                heads.append(h.group(1) or h.group(2))
+            m = line_re.match(line)
+            if m and m.group(2) in by_id:
+                last = float(m.group(1))
+                names = [] if m.group(4) == "-" else [x.strip() for x in m.group(4).split(",")]
+                got[m.group(2)] = dict(by_id[m.group(2)], caught={n: "" for n in names}, verdict=m.group(3))
+        seconds += last
+    results = [got[m["id"]] for m in mutation_catalogue.M if m["id"] in got]
+    table = markdown(results, "+".join(dict.fromkeys(heads)) or "?", seconds)
+    not_run = [m["id"] for m in mutation_catalogue.M if m["id"] not in got]
+    if not_run:
+        table += f"\n\nNot planted in these runs ({len(not_run)}): " + ", ".join(f"`{i}`" for i in not_run) + "."
+    print(table)
+    if out_path:
+        with open(out_path, "w") as f:
+            f.write(table + "\n")
+    return 0
+
+
 def existing_catalogues(s):
     """The catalogues planted in-process by their own tests: the wrong backwards of
     ad/mutants.cpp (test_ad_mutants: finite differences) and the CUDA kernel mutants
@@ -292,6 +322,8 @@ def main():
     ap.add_argument("--check", action="store_true", help="only check that every patch applies to HEAD")
     ap.add_argument("--existing-only", action="store_true",
                     help="only the in-process catalogues (ad/mutants.cpp; the CUDA mutants where a GPU is)")
+    ap.add_argument("--table-from-log", nargs="+", default=[],
+                    help="the table from the per-mutant lines of earlier runs' output (later lines win)")
     ap.add_argument("--scratch", action="store_true", help="plant in a worktree of HEAD, not in this checkout")
     ap.add_argument("--skip-baseline", action="store_true", help="trust that the unmutated tree passes")
     a = ap.parse_args()
@@ -329,6 +361,8 @@ def main():
         print(f"{len(cat)} mutants, {bad} do not apply")
         return 1 if bad else 0
 
+    if a.table_from_log:
+        return table_from_logs(a.table_from_log, a.markdown)
     s = Scratch(a.build_dir, log, not a.scratch)
     if a.existing_only:
         s.build = s.src_build

@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/test_seed.hpp"  // ad::seed_from_env: $LOCKSTEP_SEED or the clock, printed
 #include "lockstep/ad/rng.hpp"
 #include "lockstep/model/model.hpp"
 #include "lockstep/model/transformer.hpp"
@@ -43,16 +44,6 @@ using lockstep::Tensor;
 using lockstep::num::bits_of;
 
 namespace {
-
-std::uint64_t test_seed() {
-  static const std::uint64_t s = [] {
-    const std::uint64_t v = lockstep::ad::seed_from_env();
-    std::printf("seed %llu (LOCKSTEP_SEED=%llu reproduces)\n", static_cast<unsigned long long>(v),
-                static_cast<unsigned long long>(v));
-    return v;
-  }();
-  return s;
-}
 
 // The three families at test size, with the RoPE variants that matter.
 std::vector<std::pair<std::string, m::ModelConfig>> configs() {
@@ -142,8 +133,8 @@ bool same_bits(float a, float b) { return bits_of(a) == bits_of(b); }
 
 TEST(Metamorphic, PermutingBatchRowsPermutesTheOutputsBitForBit) {
   for (const auto& [name, cfg] : configs()) {
-    Models ms = make_models(cfg, test_seed() ^ 0x101);
-    const Batch b = random_batch(3, 5, cfg.vocab_size, test_seed() ^ 0x102);
+    Models ms = make_models(cfg, lockstep::test::test_seed() ^ 0x101);
+    const Batch b = random_batch(3, 5, cfg.vocab_size, lockstep::test::test_seed() ^ 0x102);
     const std::size_t perm[3] = {2, 0, 1};  // row r of b goes to row perm[r]
     Batch p = b;
     for (std::size_t r = 0; r < 3; ++r)
@@ -163,8 +154,8 @@ TEST(Metamorphic, PermutingBatchRowsPermutesTheOutputsBitForBit) {
 
 TEST(Metamorphic, AFutureTokenChangesNoEarlierOutput) {
   for (const auto& [name, cfg] : configs()) {
-    Models ms = make_models(cfg, test_seed() ^ 0x201);
-    const Batch b = random_batch(2, 8, cfg.vocab_size, test_seed() ^ 0x202);
+    Models ms = make_models(cfg, lockstep::test::test_seed() ^ 0x201);
+    const Batch b = random_batch(2, 8, cfg.vocab_size, lockstep::test::test_seed() ^ 0x202);
     for (const std::size_t t0 : {std::size_t{1}, std::size_t{7}}) {
       Batch c = b;
       c.ids[1 * b.seq + t0] = static_cast<std::int32_t>((b.ids[1 * b.seq + t0] + 17) % cfg.vocab_size);
@@ -187,10 +178,10 @@ TEST(Metamorphic, AFutureTokenChangesNoEarlierOutput) {
 
 TEST(Metamorphic, ARowsOutputsDoNotDependOnTheOtherRowsOfItsBatch) {
   for (const auto& [name, cfg] : configs()) {
-    Models ms = make_models(cfg, test_seed() ^ 0x301);
-    const Batch b = random_batch(3, 7, cfg.vocab_size, test_seed() ^ 0x302);
+    Models ms = make_models(cfg, lockstep::test::test_seed() ^ 0x301);
+    const Batch b = random_batch(3, 7, cfg.vocab_size, lockstep::test::test_seed() ^ 0x302);
     Batch alone{{b.ids.begin() + 7, b.ids.begin() + 14}, {b.targets.begin() + 7, b.targets.begin() + 14}, 1, 7};
-    Batch other = random_batch(3, 7, cfg.vocab_size, test_seed() ^ 0x303);
+    Batch other = random_batch(3, 7, cfg.vocab_size, lockstep::test::test_seed() ^ 0x303);
     std::copy(alone.ids.begin(), alone.ids.end(), other.ids.begin() + 7);
     std::copy(alone.targets.begin(), alone.targets.end(), other.targets.begin() + 7);
     for (const auto& [fname, f] : ms.fns) {
@@ -208,8 +199,8 @@ TEST(Metamorphic, ARowsOutputsDoNotDependOnTheOtherRowsOfItsBatch) {
 
 TEST(Metamorphic, TheLossIsTheMeanOfThePositionLossesWithATarget) {
   for (const auto& [name, cfg] : configs()) {
-    Models ms = make_models(cfg, test_seed() ^ 0x401);
-    Batch b = random_batch(2, 6, cfg.vocab_size, test_seed() ^ 0x402);
+    Models ms = make_models(cfg, lockstep::test::test_seed() ^ 0x401);
+    Batch b = random_batch(2, 6, cfg.vocab_size, lockstep::test::test_seed() ^ 0x402);
     b.targets[3] = -1;
     b.targets[8] = -1;
     for (const auto& [fname, f] : ms.fns) {
@@ -237,7 +228,7 @@ TEST(Metamorphic, TheLossIsTheMeanOfThePositionLossesWithATarget) {
 
 TEST(Absolute, UniformLogitsGiveLogVocab) {
   for (const auto& [name, cfg] : configs()) {
-    Models ms = make_models(cfg, test_seed() ^ 0x501);
+    Models ms = make_models(cfg, lockstep::test::test_seed() ^ 0x501);
     // The final norm's weight (and GPT-2's bias) at zero: every logit is 0.
     for (auto* ps : {&ms.cpu->params()}) {
       for (auto& p : *ps)
@@ -245,7 +236,7 @@ TEST(Absolute, UniformLogitsGiveLogVocab) {
           std::fill(p.value.begin(), p.value.end(), 0.0f);
     }
     for (std::size_t i = 0; i < ms.spec->params().size(); ++i) ms.spec->params()[i].value = ms.cpu->params()[i].value;
-    const Batch b = random_batch(2, 5, cfg.vocab_size, test_seed() ^ 0x502);
+    const Batch b = random_batch(2, 5, cfg.vocab_size, lockstep::test::test_seed() ^ 0x502);
     const double want = std::log(static_cast<double>(cfg.vocab_size));
     for (const auto& [fname, f] : ms.fns) {
       const float got = f(b.ids, b.targets, b.batch, b.seq);
@@ -258,7 +249,7 @@ TEST(Absolute, UniformLogitsGiveLogVocab) {
 }
 
 TEST(Absolute, LinearLayersScaleExactlyWithPowersOfTwo) {
-  lockstep::ad::Rng rng(test_seed() ^ 0x601);
+  lockstep::ad::Rng rng(lockstep::test::test_seed() ^ 0x601);
   auto normal = [&](std::size_t n, double s) {
     std::vector<float> v(n);
     for (auto& x : v) x = static_cast<float>(s * rng.normal());
@@ -304,7 +295,7 @@ TEST(Absolute, LinearLayersScaleExactlyWithPowersOfTwo) {
 }
 
 TEST(Absolute, AtUnitScalesTheUnitsAreTheExactIntegerDotProduct) {
-  lockstep::ad::Rng rng(test_seed() ^ 0x701);
+  lockstep::ad::Rng rng(lockstep::test::test_seed() ^ 0x701);
   const std::size_t N = 6, K = 131, M = 9;
   // Integer activations whose row absmax is 127: inv = 127/127 = 1, step 1.
   std::vector<float> x(N * K), w8(M * K), wt(M * K);
@@ -338,7 +329,7 @@ TEST(Absolute, AtUnitScalesTheUnitsAreTheExactIntegerDotProduct) {
 }
 
 TEST(Absolute, SoftmaxRowsSumToOneWithinTheProvenBound) {
-  lockstep::ad::Rng rng(test_seed() ^ 0x801);
+  lockstep::ad::Rng rng(lockstep::test::test_seed() ^ 0x801);
   for (const std::size_t C : {std::size_t{1}, std::size_t{7}, std::size_t{64}, std::size_t{257}, std::size_t{1000}}) {
     for (const double spread : {0.01, 3.0, 30.0}) {
       std::vector<float> x(4 * C);
@@ -363,7 +354,7 @@ TEST(Absolute, SoftmaxRowsSumToOneWithinTheProvenBound) {
 }
 
 TEST(Absolute, AttentionOneKeyIsTheValueIdenticalKeysAverageTheValues) {
-  lockstep::ad::Rng rng(test_seed() ^ 0x901);
+  lockstep::ad::Rng rng(lockstep::test::test_seed() ^ 0x901);
   const std::size_t B = 2, T = 69, Hq = 4, Hkv = 2, Dh = 6;
   std::vector<float> q(B * T * Hq * Dh), k(B * T * Hkv * Dh), v(B * T * Hkv * Dh);
   for (auto& e : q) e = static_cast<float>(rng.normal());
@@ -429,7 +420,7 @@ TEST(Absolute, RopeAtPositionOneRotatesPairJByThetaToTheMinusTwoJOverD) {
 }
 
 TEST(Absolute, TheNormsHonourEps) {
-  lockstep::ad::Rng rng(test_seed() ^ 0xA01);
+  lockstep::ad::Rng rng(lockstep::test::test_seed() ^ 0xA01);
   const std::size_t N = 3, D = 40;
   std::vector<float> x(N * D);
   for (auto& v : x) v = static_cast<float>(rng.normal());

@@ -13,24 +13,11 @@
 #include <string>
 
 #include "../common/run_command.hpp"
+#include "../common/test_seed.hpp"  // ad::seed_from_env: $LOCKSTEP_SEED or the clock, printed
 #include "lockstep/ad/rng.hpp"
 #include "reference_cases.hpp"
 
 namespace fs = std::filesystem;
-
-namespace {
-
-std::uint64_t test_seed() {
-  static const std::uint64_t s = [] {
-    const std::uint64_t v = lockstep::ad::seed_from_env();
-    std::printf("seed %llu (LOCKSTEP_SEED=%llu reproduces)\n", static_cast<unsigned long long>(v),
-                static_cast<unsigned long long>(v));
-    return v;
-  }();
-  return s;
-}
-
-}  // namespace
 
 TEST(IndependentReference, SpecModelEqualsNumpyFromThePublishedDefinitions) {
   const fs::path root = fs::temp_directory_path() / ("lockstep_reference_" + std::to_string(::getpid()));
@@ -39,7 +26,7 @@ TEST(IndependentReference, SpecModelEqualsNumpyFromThePublishedDefinitions) {
   std::uint64_t i = 0;
   for (const auto& k : lockstep::reference::cases()) {
     const fs::path dir = root / k.name;
-    lockstep::reference::dump_case(k, dir, test_seed() + 7919 * i++);
+    lockstep::reference::dump_case(k, dir, lockstep::test::test_seed() + 7919 * i++);
     dirs += " " + dir.string();
   }
   int status = -1;

@@ -5,7 +5,7 @@
 // tokens, bytes) and the final checkpoint's trainer_state.json. A resume that
 // restores weights and moments but forgets a counter passes a weights
 // comparison whenever the counter does not feed the update (tokens seen, the
-// metrics' step numbers) — this test is the one that sees it.
+// metrics' step numbers, the elapsed wall clock) — this test is the one that sees it.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -116,6 +116,21 @@ TEST(Resume, AResumedRunHasTheStraightRunsStateAndMetrics) {
   const auto ms = metrics_of(base / "straight"), mr = metrics_of(base / "resumed");
   ASSERT_EQ(mr.size(), ms.size());
   for (std::size_t i = 0; i < ms.size(); ++i) EXPECT_EQ(mr[i], ms[i]) << "metrics line " << i + 1;
+
+  // The wall clock continues across the resume: elapsed_s never goes back
+  // (a resume that restarted it from 0 reports step 5 before step 4's time).
+  {
+    std::ifstream in(base / "resumed" / "metrics.jsonl");
+    std::string line;
+    double last = 0.0;
+    while (std::getline(in, line)) {
+      const auto j = nlohmann::json::parse(line);
+      if (j["type"] != "train") continue;
+      const double e = j["elapsed_s"].get<double>();
+      EXPECT_GE(e, last) << "elapsed_s went back at step " << j["step"];
+      last = e;
+    }
+  }
 
   // The final checkpoint's bookkeeping: step, tokens seen, seed, hashes, config, corpus.
   const auto ss = final_state(base / "straight"), sr = final_state(base / "resumed");
