@@ -45,10 +45,21 @@ def bitlinear_everywhere(model):
     return n
 
 
+_softmax = torch.nn.functional.softmax
+
+
+def _softmax_keeping_float64(x, dim=None, _stacklevel=3, dtype=None):
+    # transformers' LLaMA/BitNet eager attention asks softmax for float32
+    # (softmax(..., dtype=torch.float32)) whatever the model's dtype.
+    if dtype == torch.float32 and x.dtype == torch.float64:
+        dtype = None
+    return _softmax(x, dim=dim, _stacklevel=_stacklevel, dtype=dtype)
+
+
 def float64_everywhere(model):
     """transformers' LLaMA-style RMSNorm and rotary embedding compute in float32 whatever
     the model's dtype (RMSNorm: hidden_states.to(torch.float32); RoPE: inv_freq.float() @
-    position_ids.float() with autocast off), which leaves about 1e-7 relative error in a
+    position_ids.float() with autocast off; the eager attention's softmax(dtype=float32)), which leaves about 1e-7 relative error in a
     float64 model (seen on the H200: LLaMA/BitNet logits rel 2e-7, gradients 1e-6, GPT-2
     1e-15). Both are re-run here in float64 with their equations unchanged:
       RMSNorm: weight * (x * rsqrt(mean(x^2) + eps));
@@ -70,6 +81,7 @@ def float64_everywhere(model):
         scale = float(getattr(self, "attention_scaling", 1.0))
         return (emb.cos() * scale).to(x.dtype), (emb.sin() * scale).to(x.dtype)
 
+    torch.nn.functional.softmax = _softmax_keeping_float64  # the attention's softmax too
     n = 0
     for _, mod in model.named_modules():
         cls = type(mod).__name__
