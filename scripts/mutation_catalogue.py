@@ -49,7 +49,9 @@ mutant("positions-offset-by-one", "model", T,
        "return {B_, S_, D_, static_cast<std::size_t>(cfg_.max_seq), 1}; }", FC, family="gpt2",
        desc="GPT-2 learned positions read from position 1")
 mutant("rope-offset-by-one", "model", T, "ops::RopeLayout::interleaved,\n            0};",
-       "ops::RopeLayout::interleaved,\n            1};", FC, family="llama", desc="RoPE positions start at 1")
+       "ops::RopeLayout::interleaved,\n            1};", FC, family="llama",
+       desc="RoPE positions start at 1 (for q and k alike): equivalent in real arithmetic — RoPE scores depend "
+            "on relative positions only — so only rounding (the golden hashes) can see it; it must survive the rest")
 
 # --- op specifications whose constants/tables the kernels share -----------------
 A = "src/lockstep/ops/activation.hpp"

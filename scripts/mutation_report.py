@@ -138,8 +138,9 @@ def sh(cmd, cwd, timeout=None, env=None):
 
 
 class Scratch:
-    def __init__(self, build_dir, log, in_place):
+    def __init__(self, build_dir, log, in_place, ci=False):
         self.log = log
+        self.ci = ci
         self.src_build = os.path.abspath(build_dir)
         self.in_place = in_place
         self.base = os.path.join(self.src_build, "mutants")
@@ -152,6 +153,9 @@ class Scratch:
         if self.in_place:
             dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", "src", "tests", "apps", "CMakeLists.txt"],
                                    cwd=ROOT).returncode
+            if dirty and self.ci:
+                print("skip: src/, tests/ or apps/ has uncommitted changes (the mutants are planted in place)")
+                sys.exit(77)
             if dirty:
                 raise SystemExit("mutation_report: src/, tests/ or apps/ has uncommitted changes; commit them "
                                  "(the mutants are planted and reverted in place) or use --scratch")
@@ -363,7 +367,7 @@ def main():
 
     if a.table_from_log:
         return table_from_logs(a.table_from_log, a.markdown)
-    s = Scratch(a.build_dir, log, not a.scratch)
+    s = Scratch(a.build_dir, log, not a.scratch, a.ci)
     if a.existing_only:
         s.build = s.src_build
         print(existing_catalogues(s))
