@@ -4,7 +4,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -12,11 +11,20 @@
 
 namespace lockstep::test {
 
-// The last "weights <hash>" the run printed ("" if none).
+// The last "weights <hash>" the run printed ("" if none): 16 lowercase hex
+// digits after "weights ". (A plain scan, not std::regex: GCC 12 warns
+// -Wmaybe-uninitialized inside <regex> under the sanitizer build's -O1.)
 inline std::string final_hash(const std::string& out) {
-  static const std::regex re("weights ([0-9a-f]{16})");
+  const std::string key = "weights ";
   std::string h;
-  for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator(); ++it) h = (*it)[1];
+  for (std::size_t at = out.find(key); at != std::string::npos; at = out.find(key, at + 1)) {
+    const std::size_t from = at + key.size();
+    if (from + 16 > out.size()) break;
+    bool hex = true;
+    for (std::size_t i = from; i < from + 16; ++i)
+      hex = hex && ((out[i] >= '0' && out[i] <= '9') || (out[i] >= 'a' && out[i] <= 'f'));
+    if (hex) h = out.substr(from, 16);
+  }
   return h;
 }
 
