@@ -114,44 +114,60 @@ std::string TrainConfig::to_json() const {
   return j.dump(2);
 }
 
+namespace {
+// One field of a run config. An integer field must hold a JSON integer: a
+// float such as 1.3e88 read into an int64 is undefined behaviour (found by
+// fuzz_train_config under UBSan).
+template <class T>
+void read_field(const nlohmann::json& j, const char* key, T& out) {
+  const auto& v = j.at(key);
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    if (!v.is_number_integer()) throw std::runtime_error(std::string("'") + key + "' must be an integer");
+  }
+  v.get_to(out);
+}
+}  // namespace
+
 TrainConfig TrainConfig::from_json(std::string_view json, const std::string& what) {
   TrainConfig c;
   try {
     const auto j = nlohmann::json::parse(json);
     // Every field must be present: a run config is written by to_json, and a
     // silently defaulted field would resume a different run.
-    j.at("model").get_to(c.model);
-    j.at("data").get_to(c.data);
-    j.at("vocab").get_to(c.vocab);
-    j.at("val_fraction").get_to(c.val_fraction);
-    j.at("out").get_to(c.out);
-    j.at("steps").get_to(c.steps);
-    j.at("batch").get_to(c.batch);
-    j.at("seq").get_to(c.seq);
-    j.at("accum").get_to(c.accum);
-    j.at("lr").get_to(c.lr);
-    j.at("warmup").get_to(c.warmup);
-    j.at("min_lr_ratio").get_to(c.min_lr_ratio);
-    j.at("weight_decay").get_to(c.weight_decay);
-    j.at("beta1").get_to(c.beta1);
-    j.at("beta2").get_to(c.beta2);
-    j.at("eps").get_to(c.eps);
-    j.at("grad_clip").get_to(c.grad_clip);
-    j.at("threads").get_to(c.threads);
-    if (j.contains("device")) j.at("device").get_to(c.device);  // absent before the CUDA backend: cpu
-    if (j.contains("audit")) j.at("audit").get_to(c.audit);
-    if (j.contains("activations")) j.at("activations").get_to(c.activations);
+    read_field(j, "model", c.model);
+    read_field(j, "data", c.data);
+    read_field(j, "vocab", c.vocab);
+    read_field(j, "val_fraction", c.val_fraction);
+    read_field(j, "out", c.out);
+    read_field(j, "steps", c.steps);
+    read_field(j, "batch", c.batch);
+    read_field(j, "seq", c.seq);
+    read_field(j, "accum", c.accum);
+    read_field(j, "lr", c.lr);
+    read_field(j, "warmup", c.warmup);
+    read_field(j, "min_lr_ratio", c.min_lr_ratio);
+    read_field(j, "weight_decay", c.weight_decay);
+    read_field(j, "beta1", c.beta1);
+    read_field(j, "beta2", c.beta2);
+    read_field(j, "eps", c.eps);
+    read_field(j, "grad_clip", c.grad_clip);
+    read_field(j, "threads", c.threads);
+    if (j.contains("device")) read_field(j, "device", c.device);  // absent before the CUDA backend: cpu
+    if (j.contains("audit")) read_field(j, "audit", c.audit);
+    if (j.contains("activations")) read_field(j, "activations", c.activations);
     // absent before the int8 units: the float linear layers
-    if (j.contains("linear")) j.at("linear").get_to(c.linear);
-    if (j.contains("unit_backward")) j.at("unit_backward").get_to(c.unit_backward);
-    if (j.contains("units_head")) j.at("units_head").get_to(c.units_head);
-    j.at("seed").get_to(c.seed);
-    j.at("eval_every").get_to(c.eval_every);
-    j.at("eval_tokens").get_to(c.eval_tokens);
-    j.at("save_every").get_to(c.save_every);
-    j.at("log_every").get_to(c.log_every);
-    j.at("max_minutes").get_to(c.max_minutes);
+    if (j.contains("linear")) read_field(j, "linear", c.linear);
+    if (j.contains("unit_backward")) read_field(j, "unit_backward", c.unit_backward);
+    if (j.contains("units_head")) read_field(j, "units_head", c.units_head);
+    read_field(j, "seed", c.seed);
+    read_field(j, "eval_every", c.eval_every);
+    read_field(j, "eval_tokens", c.eval_tokens);
+    read_field(j, "save_every", c.save_every);
+    read_field(j, "log_every", c.log_every);
+    read_field(j, "max_minutes", c.max_minutes);
   } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(fmt::format("{}: {}", what, e.what()));
+  } catch (const std::runtime_error& e) {  // read_field's
     throw std::runtime_error(fmt::format("{}: {}", what, e.what()));
   }
   return c;
