@@ -101,6 +101,14 @@ TEST(TrainConfig, JsonRoundTripKeepsEveryField) {
   std::string j = c.to_json();
   j.replace(j.find("\"lr\""), 4, "\"lx\"");
   EXPECT_NE(message_of([&] { TrainConfig::from_json(j, "x.json"); }).find("x.json"), std::string::npos);
+  // An integer field holding a float (fuzz_train_config's 1.3e88: undefined
+  // behaviour when read into an int64) is refused naming the field and the file.
+  std::string f = c.to_json();
+  const auto at = f.find("\"steps\": ") + 9;
+  f.replace(at, f.find_first_of(",\n", at) - at, "1.3e88");
+  const std::string m = message_of([&] { TrainConfig::from_json(f, "x.json"); });
+  EXPECT_NE(m.find("'steps' must be an integer"), std::string::npos) << m;
+  EXPECT_NE(m.find("x.json"), std::string::npos) << m;
 }
 
 TEST(TrainConfig, ResumeKeepsTheRunsSettings) {
