@@ -176,6 +176,10 @@ struct TrainCommand {
     num.add(cmd, "beta2", "AdamW beta2", num_text(d.beta2));
     num.add(cmd, "eps", "AdamW epsilon", num_text(d.eps));
     num.add(cmd, "grad-clip", "global gradient norm limit (0: none)", num_text(d.grad_clip));
+    num.add(cmd, "audit-budget",
+            "cuda: percent of wall time the audits of each kind may take; a launch over it is not audited, which "
+            "changes no bit (100: every launch)",
+            num_text(d.audit_budget));
     num.add(cmd, "threads", "CPU threads (0: all; the bits do not depend on it)", num_text(d.threads));
     num.add(cmd, "seed", "seed of initialization and batch sampling", num_text(static_cast<double>(d.seed)));
     num.add(cmd, "vocab", "BPE vocabulary size, trained on the training split", num_text(d.vocab));
@@ -215,6 +219,7 @@ struct TrainCommand {
       cfg.beta2 = num.real("beta2");
       cfg.eps = num.real("eps");
       cfg.grad_clip = num.real("grad-clip");
+      cfg.audit_budget = num.real("audit-budget");
       cfg.threads = static_cast<int>(std::clamp<std::int64_t>(num.integer("threads"), -1, 1 << 20));
       const std::int64_t seed = num.integer("seed");
       if (seed < 0) throw std::invalid_argument(fmt::format("--seed must be >= 0, got {}", seed));

@@ -188,4 +188,48 @@ TEST(AuditHost, Int8LinearForwardCellsAreTheCpuKernelsBitsAndACorruptedCellIsNam
   }
 }
 
+// The time budget: each kind's first kMinLaunchesPerKind launches are audited,
+// then a kind that has spent more than budget × elapsed is skipped (counted),
+// while another kind still gets its own first launches; budget 1 audits every
+// launch; a budget outside (0, 1] is refused. (Seen failing with admit()
+// always true: 0 skipped.)
+TEST(AuditHost, TheTimeBudgetSkipsLaunchesOverItAndCountsThem) {
+  std::vector<float> a(8 * 64, 0.5f), b(64 * 8, 0.25f), c(8 * 8, 0.0f);
+  for (std::size_t i = 0; i < 8; ++i)
+    for (std::size_t j = 0; j < 8; ++j)
+      c[i * 8 + j] = ops::Math<float>::dot_seq(a.data() + i * 64, 1, b.data() + j, 8, 64);
+  auto product = [&] { cuda::audit::matmul("test", 8, 8, 64, a.data(), 64, 1, b.data(), 8, 1, nullptr, c.data(), 8); };
+  cuda::audit::Options o;
+  o.enabled = true;
+  o.host_pointers = true;
+  o.budget = 1e-12;  // nothing after the first launches fits
+  cuda::audit::configure(o);
+  cuda::audit::reset_stats();
+  for (int i = 0; i < 50; ++i) product();
+  EXPECT_EQ(cuda::audit::stats().launches, cuda::audit::kMinLaunchesPerKind);
+  EXPECT_EQ(cuda::audit::stats().skipped, 50u - cuda::audit::kMinLaunchesPerKind);
+  // Another kind is not starved by the products' spending.
+  ad::Rng rng(9);
+  const ops::Int8LinearConfig lc{5, 16, 3, false, false};
+  std::vector<float> x(lc.rows * lc.in), w(lc.out * lc.in), y(lc.rows * lc.out);
+  for (auto& v : x) v = static_cast<float>(rng.uniform(-3, 3));
+  for (auto& v : w) v = static_cast<float>(rng.uniform(-0.1, 0.1));
+  cpu::OpKernels k;
+  k.forward<ops::Int8Linear>(lc, {.x = x.data(), .w = w.data(), .b = nullptr, .y = y.data()});
+  cuda::audit::int8_linear_fwd(lc.rows, lc.in, lc.out, x.data(), w.data(), nullptr, y.data());
+  EXPECT_EQ(cuda::audit::stats().launches, cuda::audit::kMinLaunchesPerKind + 1);
+  // Budget 1: every launch.
+  o.budget = 1.0;
+  cuda::audit::configure(o);
+  cuda::audit::reset_stats();
+  for (int i = 0; i < 50; ++i) product();
+  EXPECT_EQ(cuda::audit::stats().launches, 50u);
+  EXPECT_EQ(cuda::audit::stats().skipped, 0u);
+  for (const double bad : {0.0, -0.5, 1.5}) {
+    o.budget = bad;
+    EXPECT_THROW(cuda::audit::configure(o), std::invalid_argument) << bad;
+  }
+  cuda::audit::configure({});
+}
+
 }  // namespace

@@ -189,3 +189,23 @@ TEST(TrainConfig, LinearModeFlags) {
   EXPECT_EQ(TrainConfig::from_json(old).linear, "float");
   EXPECT_EQ(TrainConfig{}.model_config(300, 0).linear, lockstep::model::LinearMode::Float);
 }
+
+// --audit-budget: in (0, 100] percent, kept in run.json; a run.json written
+// before the budget existed audited every launch, so it reads back as 100.
+TEST(TrainConfig, AuditBudget) {
+  TrainConfig c;
+  EXPECT_EQ(c.audit_budget, 5);
+  for (const double bad : {0.0, -1.0, 100.5}) {
+    c.audit_budget = bad;
+    EXPECT_NE(message_of([&] { c.validate(); }).find("--audit-budget must be in (0, 100] percent"), std::string::npos)
+        << bad;
+  }
+  c.audit_budget = 12.5;
+  EXPECT_NO_THROW(c.validate());
+  EXPECT_EQ(TrainConfig::from_json(c.to_json()).audit_budget, 12.5);
+  std::string old = TrainConfig{}.to_json();
+  const auto at = old.find("\"audit_budget\"");
+  ASSERT_NE(at, std::string::npos);
+  old.erase(at, old.find('\n', at) - at + 1);
+  EXPECT_EQ(TrainConfig::from_json(old).audit_budget, 100);
+}

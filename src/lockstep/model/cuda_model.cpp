@@ -277,9 +277,12 @@ class CudaModel final : public KernelModel<cuda::OpKernels, DeviceStorage>, publ
     const cuda::audit::Stats s = cuda::audit::stats();
     const std::string gates = g_gates_passed.empty() ? "" : g_gates_passed + "\n";
     if (!cuda::audit::options().enabled) return gates + "audits: off";
-    return gates + fmt::format("audits: {} launches, {} cells recomputed on the CPU, {} mismatches, {:.2f} s spent "
+    const double budget = cuda::audit::options().budget;
+    const std::string skipped =
+        budget < 1.0 ? fmt::format(" ({} more skipped: over the {:g}% time budget)", s.skipped, budget * 100) : "";
+    return gates + fmt::format("audits: {} launches{}, {} cells recomputed on the CPU, {} mismatches, {:.2f} s spent "
                                "auditing",
-                               s.launches, s.cells, s.mismatches, s.seconds);
+                               s.launches, skipped, s.cells, s.mismatches, s.seconds);
   }
 
   // --- the optimizer on the device -------------------------------------------
@@ -386,13 +389,14 @@ bool cuda_device_available(std::string* why) {
   return false;
 }
 
-std::unique_ptr<Model> make_cuda_model(const ModelConfig& cfg, const std::string& audit) {
+std::unique_ptr<Model> make_cuda_model(const ModelConfig& cfg, const std::string& audit, double audit_budget) {
   std::string why;
   if (!cuda_device_available(&why)) throw std::runtime_error("--device cuda: " + why);
   gate_once();
   cuda::audit::Options o = cuda::audit::options();
   o.enabled = audit != "off";
   o.on_mismatch = audit == "warn" ? cuda::audit::OnMismatch::warn : cuda::audit::OnMismatch::stop;
+  o.budget = audit_budget;
   cuda::audit::configure(o);
   return std::make_unique<CudaModel>(cfg);
 }

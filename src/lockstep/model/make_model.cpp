@@ -47,13 +47,16 @@ void check_batch(std::span<const std::int32_t> inputs, std::span<const std::int3
                                             inputs.size(), targets.size(), n));
 }
 
-std::unique_ptr<Model> make_model(const ModelConfig& cfg, const std::string& device, const std::string& audit) {
+std::unique_ptr<Model> make_model(const ModelConfig& cfg, const std::string& device, const std::string& audit,
+                                  double audit_budget) {
   if (audit != "stop" && audit != "warn" && audit != "off")
     throw std::invalid_argument("--audit must be stop, warn or off, got '" + audit + "'");
+  if (!(audit_budget > 0.0 && audit_budget <= 1.0))
+    throw std::invalid_argument("--audit-budget must be in (0, 100] percent, got " + std::to_string(audit_budget * 100));
   if (device == "cpu") return make_cpu_model(cfg);
   if (device == "cuda") {
 #if defined(LOCKSTEP_HAVE_CUDA)
-    return make_cuda_model(cfg, audit);
+    return make_cuda_model(cfg, audit, audit_budget);
 #else
     throw std::runtime_error(std::string("--device cuda: ") + kNoCudaBuild);
 #endif

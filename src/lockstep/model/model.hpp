@@ -168,11 +168,14 @@ std::unique_ptr<Model> make_cpu_model(const ModelConfig& cfg);
 // (backend/cuda/gate.hpp) and throws std::runtime_error naming a refused
 // kernel; it also throws when no device is present.
 // audit: the live audits (backend/cuda/audit.hpp) of its matrix products and
-// attention launches: "stop" (a mismatch stops the run), "warn", or "off".
+// attention launches: "stop" (a mismatch stops the run), "warn", or "off";
+// audit_budget: the share of wall time in (0, 1] they may take
+// (audit::Options::budget; 1: every launch).
 // Declared only in a build with the CUDA backend (CMake defines
 // LOCKSTEP_HAVE_CUDA and compiles model/cuda_model.cpp): without it there is no
 // such function to call, and make_model refuses --device cuda by itself.
-std::unique_ptr<Model> make_cuda_model(const ModelConfig& cfg, const std::string& audit = "stop");
+std::unique_ptr<Model> make_cuda_model(const ModelConfig& cfg, const std::string& audit = "stop",
+                                       double audit_budget = 1.0);
 bool cuda_device_available(std::string* why);  // device_available("cuda") in a CUDA build
 #endif
 // Whether make_model(cfg, device, ...) can run here ("cpu": always; "cuda": a
@@ -181,8 +184,8 @@ bool cuda_device_available(std::string* why);  // device_available("cuda") in a 
 bool device_available(const std::string& device, std::string* why = nullptr);
 
 // device "cpu" or "cuda" (throws std::invalid_argument naming --device or
-// --audit otherwise); audit applies to cuda.
+// --audit otherwise); audit and audit_budget apply to cuda.
 std::unique_ptr<Model> make_model(const ModelConfig& cfg, const std::string& device,
-                                  const std::string& audit = "stop");
+                                  const std::string& audit = "stop", double audit_budget = 1.0);
 
 }  // namespace lockstep::model

@@ -46,6 +46,8 @@ void TrainConfig::validate() const {
        fmt::format("--activations must be keep or recompute, got '{}'", activations));
   need(audit == "stop" || audit == "warn" || audit == "off",
        fmt::format("--audit must be stop, warn or off, got '{}'", audit));
+  need(std::isfinite(audit_budget) && audit_budget > 0 && audit_budget <= 100,
+       fmt::format("--audit-budget must be in (0, 100] percent, got {}", audit_budget));
   need(linear == "float" || linear == "units", fmt::format("--linear must be float or units, got '{}'", linear));
   need(!unit_backward || linear == "units",
        fmt::format("--unit-backward requires --linear units (got --linear {})", linear));
@@ -101,6 +103,7 @@ std::string TrainConfig::to_json() const {
   j["threads"] = threads;
   j["device"] = device;
   j["audit"] = audit;
+  j["audit_budget"] = audit_budget;
   j["activations"] = activations;
   j["linear"] = linear;
   j["unit_backward"] = unit_backward;
@@ -154,6 +157,9 @@ TrainConfig TrainConfig::from_json(std::string_view json, const std::string& wha
     read_field(j, "threads", c.threads);
     if (j.contains("device")) read_field(j, "device", c.device);  // absent before the CUDA backend: cpu
     if (j.contains("audit")) read_field(j, "audit", c.audit);
+    // absent before the audit budget: every launch was audited
+    if (j.contains("audit_budget")) read_field(j, "audit_budget", c.audit_budget);
+    else c.audit_budget = 100;
     if (j.contains("activations")) read_field(j, "activations", c.activations);
     // absent before the int8 units: the float linear layers
     if (j.contains("linear")) read_field(j, "linear", c.linear);

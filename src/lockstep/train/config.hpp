@@ -47,6 +47,7 @@ struct TrainConfig {
   std::string device = "cpu";       // cpu or cuda (the same bits on either; a run may resume on the other)
   std::string activations = "keep";  // keep (for the backward) or recompute (block by block; same bits, less memory)
   std::string audit = "stop";       // cuda: live audits of GEMM/attention cells; stop, warn or off
+  double audit_budget = 5;          // cuda: percent of wall time the audits may take, per kind (100: every launch)
   std::uint64_t seed = 1;           // model init and batch sampling
   std::int64_t eval_every = 100;    // steps between validation passes (0 = only at the end)
   std::int64_t eval_tokens = 16384; // validation tokens per periodic pass (the final pass scores all)

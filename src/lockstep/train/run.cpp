@@ -126,7 +126,7 @@ const std::atomic<bool>& install_interrupt_handler() {
 }
 
 TrainConfig merge_resume_config(const TrainConfig& saved, const TrainConfig& cli, const std::set<std::string>& given) {
-  static const std::set<std::string> kChangeable = {"steps",       "threads",   "device",     "audit",      "activations", "out",        "max-minutes",
+  static const std::set<std::string> kChangeable = {"steps",       "threads",   "device",     "audit",      "audit-budget", "activations", "out",        "max-minutes",
                                                     "eval-every", "eval-tokens", "save-every", "log-every"};
   const auto js = nlohmann::json::parse(saved.to_json());
   auto jm = js;
@@ -164,7 +164,7 @@ RunSummary run_training(TrainConfig cfg, const RunOptions& opt) {
   // saved run config with the command line (--device may change on resume).
   const decltype(opt.make_model) make_model =
       opt.make_model ? opt.make_model
-                     : [&cfg](const model::ModelConfig& c) { return model::make_model(c, cfg.device, cfg.audit); };
+                     : [&cfg](const model::ModelConfig& c) { return model::make_model(c, cfg.device, cfg.audit, cfg.audit_budget / 100); };
 
   // --- Resume or start fresh -------------------------------------------------
   std::optional<LoadedCheckpoint> ck;
@@ -209,7 +209,7 @@ RunSummary run_training(TrainConfig cfg, const RunOptions& opt) {
   if (rep) {
     // The settings every replica must share (not where it runs or with how many threads).
     auto j = nlohmann::json::parse(cfg.to_json());
-    for (const char* local : {"device", "threads", "audit", "activations", "out"}) j.erase(local);
+    for (const char* local : {"device", "threads", "audit", "audit_budget", "activations", "out"}) j.erase(local);
     rep->agree("training settings", j.dump(), j.dump());
   }
 

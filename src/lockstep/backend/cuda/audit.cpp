@@ -29,6 +29,28 @@ Options g_opt;
 Stats g_stats;
 std::mutex g_mutex;
 
+// What the budget is kept per: each kind gets budget × elapsed of its own, so
+// an expensive kind (the attention backward's CPU rows) cannot starve the
+// cheap ones of their audits.
+enum class Kind : std::size_t { product, attention_fwd, attention_bwd, quantized, count };
+struct KindSpend {
+  double seconds = 0;
+  std::size_t launches = 0;
+};
+std::array<KindSpend, static_cast<std::size_t>(Kind::count)> g_spend{};
+std::chrono::steady_clock::time_point g_configured = std::chrono::steady_clock::now();
+
+// Whether this launch of `kind` is audited (false: counted as skipped).
+bool admit(Kind kind) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  const KindSpend& k = g_spend[static_cast<std::size_t>(kind)];
+  if (g_opt.budget >= 1.0 || k.launches < kMinLaunchesPerKind) return true;
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - g_configured).count();
+  if (k.seconds <= g_opt.budget * elapsed) return true;
+  ++g_stats.skipped;
+  return false;
+}
+
 std::uint32_t bits(float f) {
   std::uint32_t u;
   std::memcpy(&u, &f, 4);
@@ -59,6 +81,8 @@ void mismatch(const std::string& report) {
 }
 
 struct Timer {
+  explicit Timer(Kind k) : kind(k) {}
+  Kind kind;
   std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
   std::size_t cells = 0;
   ~Timer() {
@@ -67,6 +91,9 @@ struct Timer {
     ++g_stats.launches;
     g_stats.cells += cells;
     g_stats.seconds += s;
+    KindSpend& k = g_spend[static_cast<std::size_t>(kind)];
+    ++k.launches;
+    k.seconds += s;
   }
 };
 
@@ -77,7 +104,14 @@ std::uint64_t next_launch() {
 
 }  // namespace
 
-void configure(const Options& opt) { g_opt = opt; }
+void configure(const Options& opt) {
+  if (!(opt.budget > 0.0 && opt.budget <= 1.0))
+    throw std::invalid_argument(fmt::format("audit budget must be in (0, 1], got {}", opt.budget));
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_opt = opt;
+  g_spend = {};
+  g_configured = std::chrono::steady_clock::now();
+}
 const Options& options() { return g_opt; }
 Stats stats() {
   std::lock_guard<std::mutex> lock(g_mutex);
@@ -86,6 +120,8 @@ Stats stats() {
 void reset_stats() {
   std::lock_guard<std::mutex> lock(g_mutex);
   g_stats = {};
+  g_spend = {};
+  g_configured = std::chrono::steady_clock::now();
 }
 
 namespace {
@@ -147,8 +183,8 @@ class Staging {
 void matmul(std::string_view kernel, std::size_t I, std::size_t J, std::size_t K, const float* A, std::size_t sai,
             std::size_t sak, const float* B, std::size_t sbk, std::size_t sbj, const float* bias, const float* C,
             std::size_t ldc) {
-  if (!g_opt.enabled || I == 0 || J == 0) return;
-  Timer timer;
+  if (!g_opt.enabled || I == 0 || J == 0 || !admit(Kind::product)) return;
+  Timer timer(Kind::product);
   struct At {
     std::size_t i, j, a, b, bias, c;
   };
@@ -176,8 +212,8 @@ void matmul(std::string_view kernel, std::size_t I, std::size_t J, std::size_t K
 
 void attention_fwd(const ops::Attention::Config& c, const float* q, std::size_t ldq, const float* k, const float* v,
                    std::size_t ldkv, const float* o, const float* lse) {
-  if (!g_opt.enabled || c.batch == 0 || c.seq == 0 || c.q_heads == 0) return;
-  Timer timer;
+  if (!g_opt.enabled || c.batch == 0 || c.seq == 0 || c.q_heads == 0 || !admit(Kind::attention_fwd)) return;
+  Timer timer(Kind::attention_fwd);
   const std::size_t T = c.seq, Dh = c.head_dim, Hq = c.q_heads, rep = c.q_heads / c.kv_heads;
   // Rows (b, h, i): the last query of the last and first (batch, head), the
   // first query, a middle one, then random ones.
@@ -253,8 +289,10 @@ Tensor<float> staged(const std::vector<float>& hs, std::size_t at, std::size_t n
 void attention_bwd(const ops::Attention::Config& c, const float* q, std::size_t ldq, const float* k, const float* v,
                    std::size_t ldkv, const float* o, const float* lse, const float* dout, const float* dq,
                    const float* dk, const float* dv) {
-  if (!g_opt.enabled || c.batch == 0 || c.seq == 0 || c.q_heads == 0 || c.head_dim == 0) return;
-  Timer timer;
+  if (!g_opt.enabled || c.batch == 0 || c.seq == 0 || c.q_heads == 0 || c.head_dim == 0 ||
+      !admit(Kind::attention_bwd))
+    return;
+  Timer timer(Kind::attention_bwd);
   using A = ops::Attention;
   const std::size_t B = c.batch, T = c.seq, Dh = c.head_dim, Hq = c.q_heads, Hkv = c.kv_heads, rep = Hq / Hkv;
   const std::size_t ldo = Hq * Dh;  // o, dout: [B, T, Hq, Dh]
@@ -387,8 +425,8 @@ namespace {
 template <class Want>
 void quantized_rows_audit(const char* op, std::size_t N, std::size_t K, std::size_t M, const float* x, const float* w,
                           const float* b, const float* y, Want&& want) {
-  if (!g_opt.enabled || N == 0 || M == 0) return;
-  Timer timer;
+  if (!g_opt.enabled || N == 0 || M == 0 || !admit(Kind::quantized)) return;
+  Timer timer(Kind::quantized);
   struct At {
     std::size_t n, m, x, w, b, y;
   };
