@@ -1,12 +1,17 @@
 """One table for the performance issue: lockstep's training modes and PyTorch's, same model, same run.
 
   python3 bench/train/perf_table.py --bench /tmp/b/bench/train/train_bench --device cuda --steps 5 \
-      [--config gpt2-124m:16:1024:50304] [--torch-modes fp32,bf16,bf16-compile,bf16-det] [--log perf.log]
+      [--config gpt2-124m:16:1024:50304] [--torch-modes fp32,bf16,bf16-compile,bf16-det] [--log perf.log] \
+      [--profile DIR] [--modes float,units,unit-bwd]
 
 Rows: lockstep float canonical, units forward-only (--linear units), units with the unit
 backward (--linear units --unit-backward); then each PyTorch mode (torch_reference.py:
 fp32 TF32 off, bf16 autocast, bf16 + torch.compile, bf16 deterministic; fused AdamW).
-Columns: tokens/s, ms/step, peak GPU memory (PyTorch), and each lockstep row's ratio to
+--profile DIR: each lockstep row also runs its steps again under the step profile
+(train_bench --profile: every kernel launch class timed with CUDA events) and writes
+DIR/profile_<mode>.json; the profile tables go to the output and the log.
+Columns: tokens/s, ms/step, peak GPU memory (lockstep: the device pool's high-water
+mark over the training; PyTorch: max_memory_allocated), and each lockstep row's ratio to
 every PyTorch row. MFU is against the model FLOPs 6·params·tokens + attention
 (12·layers·T·d per token) and the measured cuBLAS bf16 8192³ ceiling when --bf16-tflops is
 given (bench/cuda/int8_gemm_bench prints it). The full output goes to --log too.
@@ -20,8 +25,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch_reference as tr  # noqa: E402  (exits 0 with a message where torch is missing)
 
-LOCKSTEP_MODES = [("float canonical", []), ("units fwd", ["--linear", "units"]),
-                  ("units + unit bwd", ["--linear", "units", "--unit-backward"])]
+LOCKSTEP_MODES = [("float", "float canonical", []), ("units", "units fwd", ["--linear", "units"]),
+                  ("unit-bwd", "units + unit bwd", ["--linear", "units", "--unit-backward"])]
 
 
 def main():
@@ -34,7 +39,16 @@ def main():
     ap.add_argument("--torch-modes", default="fp32,bf16,bf16-compile,bf16-det")
     ap.add_argument("--bf16-tflops", type=float, default=0.0, help="measured bf16 GEMM ceiling for MFU")
     ap.add_argument("--log", default="")
+    ap.add_argument("--profile", default="", help="directory for the step profiles (profile_<mode>.json)")
+    ap.add_argument("--modes", default=",".join(m[0] for m in LOCKSTEP_MODES),
+                    help="lockstep rows to run: " + ",".join(m[0] for m in LOCKSTEP_MODES))
     a = ap.parse_args()
+    wanted = [m for m in a.modes.split(",") if m]
+    unknown = [m for m in wanted if m not in [k for k, _, _ in LOCKSTEP_MODES]]
+    if unknown:
+        ap.error(f"--modes: unknown {','.join(unknown)}")
+    if a.profile:
+        os.makedirs(a.profile, exist_ok=True)
     lines = []
 
     def say(s):
@@ -42,14 +56,21 @@ def main():
         lines.append(s)
 
     rows = []
-    for name, flags in LOCKSTEP_MODES:
+    for key, name, flags in [m for m in LOCKSTEP_MODES if m[0] in wanted]:
         cmd = [a.bench, a.config, "--json", "--threads", str(a.threads), "--steps", str(a.steps), "--device", a.device] + flags
+        if a.profile:
+            cmd += ["--profile", os.path.join(a.profile, f"profile_{key}.json")]
         p = subprocess.run(cmd, capture_output=True, text=True)
         if p.returncode != 0:
             say(f"lockstep {name}: failed ({p.stderr.strip().splitlines()[-1] if p.stderr.strip() else p.returncode})")
             continue
         c = json.loads(p.stdout.strip().splitlines()[-1])
-        rows.append((f"lockstep {name}", c["train_tok_s"], c["ms_per_step"], float("nan"), c))
+        if a.profile:  # the profile table (train_bench writes it to stderr beside its JSON line)
+            say(f"--- lockstep {name}: step profile ({os.path.join(a.profile, f'profile_{key}.json')})")
+            for line in p.stderr.rstrip().splitlines():
+                say(line)
+        peak = c.get("peak_in_use_bytes", -1)
+        rows.append((f"lockstep {name}", c["train_tok_s"], c["ms_per_step"], peak / 2**30 if peak >= 0 else float("nan"), c))
     if not rows:
         return 1
     c = rows[0][4]

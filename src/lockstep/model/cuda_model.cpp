@@ -15,6 +15,9 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <limits>
 #include <cmath>
 #include <memory>
@@ -31,6 +34,7 @@
 #include "lockstep/backend/cuda/ops.hpp"
 #include "lockstep/backend/cuda/optim_launch.hpp"
 #include "lockstep/backend/cuda/probe.hpp"
+#include "lockstep/backend/cuda/profile.hpp"
 #include "lockstep/model/kernel_model.hpp"
 #include "lockstep/model/model.hpp"
 #include "lockstep/model/params.hpp"
@@ -223,6 +227,7 @@ class CudaModel final : public KernelModel<cuda::OpKernels, DeviceStorage>, publ
     step_batch_ = batch;
     step_seq_ = seq;
     losses_.resize(A);
+    step_profile_.staged();
     kernels_.stage_step(inputs.data(), targets.data(), inputs.size());
   }
 
@@ -263,6 +268,7 @@ class CudaModel final : public KernelModel<cuda::OpKernels, DeviceStorage>, publ
   ops::StepDecision finish() override {
     std::array<float, launch::kControlSize> c{};
     control_.download(c.data());  // waits for the whole step
+    step_profile_.finished();
     storage_.device_wrote(true, true);
     ops::StepDecision d;
     d.loss = c[launch::kLoss];
@@ -304,6 +310,56 @@ class CudaModel final : public KernelModel<cuda::OpKernels, DeviceStorage>, publ
   }
 
  private:
+  // --- the step profile on request (profile.hpp) ------------------------------
+  // LOCKSTEP_CUDA_PROFILE=FILE.json[:STEP]: step STEP of this model (counted
+  // from 1 by stage_batch; default 3, after the warm-up) runs under the step
+  // profile; its table goes to stderr (against the step before it, unprofiled),
+  // its JSON to FILE. Unset: nothing happens here but a step count.
+  class StepProfile {
+   public:
+    StepProfile() {
+      const char* env = std::getenv("LOCKSTEP_CUDA_PROFILE");
+      if (env == nullptr || *env == '\0') return;
+      path_ = env;
+      if (const auto colon = path_.rfind(':'); colon != std::string::npos) {
+        try {
+          std::size_t used = 0;
+          at_ = std::stoll(path_.substr(colon + 1), &used);
+          if (used != path_.size() - colon - 1 || at_ < 1) throw std::invalid_argument("");
+        } catch (const std::exception&) {
+          throw std::invalid_argument("LOCKSTEP_CUDA_PROFILE: FILE.json[:STEP] with STEP >= 1 expected, got '" +
+                                      path_ + "'");
+        }
+        path_.resize(colon);
+      }
+    }
+    void staged() {
+      ++step_;
+      start_ = std::chrono::steady_clock::now();
+      if (!path_.empty() && step_ == at_) cuda::profile::begin();
+    }
+    void finished() {
+      const double ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
+      if (path_.empty() || step_ != at_ || !cuda::profile::active()) {
+        previous_ms_ = ms;
+        return;
+      }
+      const cuda::profile::Result r = cuda::profile::end();
+      std::fputs(cuda::profile::table(r, 1, previous_ms_).c_str(), stderr);
+      std::ofstream f(path_);
+      f << cuda::profile::to_json(r, 1, previous_ms_, fmt::format(R"("step":{})", step_)) << "\n";
+      if (!f) throw std::runtime_error("LOCKSTEP_CUDA_PROFILE: cannot write " + path_);
+    }
+
+   private:
+    std::string path_;
+    std::int64_t at_ = 3, step_ = 0;
+    double previous_ms_ = 0;
+    std::chrono::steady_clock::time_point start_;
+  };
+  StepProfile step_profile_;
+
   // The trainer's host loop (trainer.cpp, optim.cpp) on the device, step for
   // step: grads *= grad_scale, per-tensor sums of squares, their canonical
   // sum, sqrt, the clip scale, AdamW with the clip applied in place — all

@@ -1,0 +1,113 @@
+// The step profile's summaries and formats (profile.hpp); the events are in profile.cu.
+#include "lockstep/backend/cuda/profile.hpp"
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <utility>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace lockstep::cuda::profile {
+namespace {
+
+// What an op scope's label names: its first two words ("linear fwd" of
+// "linear fwd 16384x768x3072"). Launches outside any op are the step's glue;
+// a named gap ("(host: between steps)") stands for itself.
+std::string op_of(const Row& row) {
+  if (row.scope.empty()) return row.kernel.starts_with("(") ? row.kernel : "(step glue: optimizer, loss, copies)";
+  const std::size_t first = row.scope.find(' ');
+  const std::size_t second = first == std::string::npos ? first : row.scope.find(' ', first + 1);
+  return row.scope.substr(0, second);
+}
+
+std::vector<Row> summed(const Result& r, bool by_kernel_name) {
+  std::map<std::string, Row> sums;
+  for (const Row& row : r.rows) {
+    const std::string key = by_kernel_name ? row.kernel : op_of(row);
+    Row& s = sums[key];
+    (by_kernel_name ? s.kernel : s.scope) = key;
+    s.calls += row.calls;
+    s.ms += row.ms;
+  }
+  std::vector<Row> out;
+  for (auto& [key, row] : sums) out.push_back(std::move(row));
+  std::stable_sort(out.begin(), out.end(), [](const Row& a, const Row& b) { return a.ms > b.ms; });
+  return out;
+}
+
+double row_sum(const Result& r) {
+  double s = 0;
+  for (const Row& row : r.rows) s += row.ms;
+  return s;
+}
+
+}  // namespace
+
+std::string op_label(std::string_view op, const char* direction) { return fmt::format("{} {}", op, direction); }
+std::string op_label(std::string_view op, const char* direction, std::size_t rows, std::size_t in, std::size_t out) {
+  return fmt::format("{} {} {}x{}x{}", op, direction, rows, in, out);
+}
+
+std::vector<Row> by_kernel(const Result& r) { return summed(r, true); }
+std::vector<Row> by_op(const Result& r) { return summed(r, false); }
+
+std::string table(const Result& r, int steps, double unprofiled_ms_per_step, std::size_t top) {
+  const double n = std::max(1, steps);
+  const double sum = row_sum(r) / n;
+  const double pct = sum > 0 ? 100.0 / sum : 0.0;
+  const std::string against =
+      unprofiled_ms_per_step > 0
+          ? fmt::format("vs unprofiled {:.2f} ms/step ({:+.1f}%)", unprofiled_ms_per_step,
+                        100.0 * (sum - unprofiled_ms_per_step) / unprofiled_ms_per_step)
+          : std::string("(no unprofiled time to compare)");
+  std::string out = fmt::format(
+      "step profile: {} step(s), {} intervals; sum of intervals {:.2f} ms/step (device span {:.2f}, host {:.2f}) {}\n",
+      steps, r.intervals, sum, r.device_ms / n, r.host_ms / n, against);
+  const auto section = [&](const char* title, const std::vector<Row>& rows, std::size_t limit, auto name) {
+    out += fmt::format("{:<96} {:>9} {:>10} {:>7}\n", title, "calls", "ms/step", "%");
+    double shown = 0;
+    for (std::size_t i = 0; i < rows.size() && i < limit; ++i) {
+      const Row& row = rows[i];
+      out += fmt::format("{:<96} {:>9.1f} {:>10.3f} {:>6.1f}%\n", name(row).substr(0, 96), row.calls / n,
+                         row.ms / n, row.ms / n * pct);
+      shown += row.ms;
+    }
+    if (rows.size() > limit)
+      out += fmt::format("{:<96} {:>9} {:>10.3f} {:>6.1f}%\n", fmt::format("({} more rows)", rows.size() - limit), "",
+                         (row_sum(r) - shown) / n, (row_sum(r) - shown) / n * pct);
+    out += "\n";
+  };
+  section("op (scope)", by_op(r), 1000, [](const Row& row) { return row.scope; });
+  section("kernel", by_kernel(r), 1000, [](const Row& row) { return row.kernel; });
+  section("op call | kernel", r.rows, top, [](const Row& row) {
+    return (row.scope.empty() ? std::string("-") : row.scope) + " | " + row.kernel;
+  });
+  return out;
+}
+
+std::string to_json(const Result& r, int steps, double unprofiled_ms_per_step, std::string_view context) {
+  const double n = std::max(1, steps);
+  const auto rows = [&](const std::vector<Row>& rs) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const Row& row : rs)
+      a.push_back({{"scope", row.scope}, {"kernel", row.kernel}, {"calls_per_step", row.calls / n},
+                   {"ms_per_step", row.ms / n}});
+    return a;
+  };
+  const nlohmann::json j = {{"steps", steps},
+                            {"intervals", r.intervals},
+                            {"sum_ms_per_step", row_sum(r) / n},
+                            {"device_span_ms_per_step", r.device_ms / n},
+                            {"host_ms_per_step", r.host_ms / n},
+                            {"unprofiled_ms_per_step", unprofiled_ms_per_step},
+                            {"by_op", rows(by_op(r))},
+                            {"by_kernel", rows(by_kernel(r))},
+                            {"rows", rows(r.rows)}};
+  std::string s = j.dump();
+  if (!context.empty()) s.insert(1, std::string(context) + ",");
+  return s;
+}
+
+}  // namespace lockstep::cuda::profile
