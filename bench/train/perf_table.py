@@ -5,7 +5,8 @@
       [--profile DIR] [--modes float,units,unit-bwd]
 
 Rows: lockstep float canonical, units forward-only (--linear units), units with the unit
-backward (--linear units --unit-backward); then each PyTorch mode (torch_reference.py:
+backward (--linear units --unit-backward), the same with the LM head on the units too
+(--units-head; --modes picks rows); then each PyTorch mode (torch_reference.py:
 fp32 TF32 off, bf16 autocast, bf16 + torch.compile, bf16 deterministic; fused AdamW).
 --profile DIR: each lockstep row also runs its steps again under the step profile
 (train_bench --profile: every kernel launch class timed with CUDA events) and writes
@@ -26,7 +27,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch_reference as tr  # noqa: E402  (exits 0 with a message where torch is missing)
 
 LOCKSTEP_MODES = [("float", "float canonical", []), ("units", "units fwd", ["--linear", "units"]),
-                  ("unit-bwd", "units + unit bwd", ["--linear", "units", "--unit-backward"])]
+                  ("unit-bwd", "units + unit bwd", ["--linear", "units", "--unit-backward"]),
+                  ("unit-bwd-head", "units + unit bwd + head", ["--linear", "units", "--unit-backward", "--units-head"])]
 
 
 def main():
@@ -40,7 +42,7 @@ def main():
     ap.add_argument("--bf16-tflops", type=float, default=0.0, help="measured bf16 GEMM ceiling for MFU")
     ap.add_argument("--log", default="")
     ap.add_argument("--profile", default="", help="directory for the step profiles (profile_<mode>.json)")
-    ap.add_argument("--modes", default=",".join(m[0] for m in LOCKSTEP_MODES),
+    ap.add_argument("--modes", default="float,units,unit-bwd",
                     help="lockstep rows to run: " + ",".join(m[0] for m in LOCKSTEP_MODES))
     a = ap.parse_args()
     wanted = [m for m in a.modes.split(",") if m]
