@@ -51,6 +51,25 @@ TEST(StepProfile, TheOpSummaryJoinsShapesAndKeepsGlueAndGapsApart) {
   EXPECT_DOUBLE_EQ(sum, 38.0);
 }
 
+TEST(StepProfile, TheScopeSummaryKeepsShapesApartAndLeavesTheGlueOut) {
+  const auto sc = pf::by_scope(sample());
+  ASSERT_EQ(sc.size(), 4u);
+  EXPECT_EQ(sc[0].scope, "linear fwd 16x8x4");
+  EXPECT_EQ(sc[1].scope, "linear bwd 16x8x4");
+  EXPECT_EQ(sc[2].scope, "linear fwd 16x8x32");
+  EXPECT_EQ(sc[3].scope, "cross_entropy fwd");
+}
+
+TEST(StepProfile, AProductsWorkIsReadFromItsShape) {
+  EXPECT_DOUBLE_EQ(pf::scope_flops("linear fwd 16384x768x50304"), 2.0 * 16384 * 768 * 50304);
+  EXPECT_DOUBLE_EQ(pf::scope_flops("int8_linear bwd 16x8x4"), 4.0 * 16 * 8 * 4);
+  EXPECT_DOUBLE_EQ(pf::scope_flops("cross_entropy fwd"), 0.0);
+  EXPECT_DOUBLE_EQ(pf::scope_flops("linear fwd 16x8"), 0.0);
+  EXPECT_DOUBLE_EQ(pf::scope_flops("linear fwd 16x8x4x2"), 0.0);
+  // In the table: linear fwd 16x8x4 is 3 calls/step of 1024 flops in 6 ms/step.
+  EXPECT_NE(pf::table(sample(), 2, 0.0).find("linear fwd 16x8x4"), std::string::npos);
+}
+
 TEST(StepProfile, TheKernelSummaryJoinsScopes) {
   const auto k = pf::by_kernel(sample());
   ASSERT_EQ(k.size(), 7u);
@@ -87,4 +106,5 @@ TEST(StepProfile, TheJsonHoldsEveryRowPerStep) {
   EXPECT_DOUBLE_EQ(j.at("rows")[0].at("calls_per_step").get<double>(), 3.0);
   EXPECT_EQ(j.at("by_op").size(), 6u);
   EXPECT_EQ(j.at("by_kernel").size(), 7u);
+  EXPECT_EQ(j.at("by_scope").size(), 4u);
 }

@@ -2,6 +2,7 @@
 #include "lockstep/backend/cuda/profile.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <string>
 #include <utility>
@@ -22,12 +23,15 @@ std::string op_of(const Row& row) {
   return row.scope.substr(0, second);
 }
 
-std::vector<Row> summed(const Result& r, bool by_kernel_name) {
+enum class Key { kernel, op, scope };
+
+std::vector<Row> summed(const Result& r, Key by) {
   std::map<std::string, Row> sums;
   for (const Row& row : r.rows) {
-    const std::string key = by_kernel_name ? row.kernel : op_of(row);
+    const std::string key = by == Key::kernel ? row.kernel : by == Key::op ? op_of(row) : row.scope;
+    if (by == Key::scope && key.empty()) continue;  // the glue: in the op summary
     Row& s = sums[key];
-    (by_kernel_name ? s.kernel : s.scope) = key;
+    (by == Key::kernel ? s.kernel : s.scope) = key;
     s.calls += row.calls;
     s.ms += row.ms;
   }
@@ -50,8 +54,22 @@ std::string op_label(std::string_view op, const char* direction, std::size_t row
   return fmt::format("{} {} {}x{}x{}", op, direction, rows, in, out);
 }
 
-std::vector<Row> by_kernel(const Result& r) { return summed(r, true); }
-std::vector<Row> by_op(const Result& r) { return summed(r, false); }
+std::vector<Row> by_kernel(const Result& r) { return summed(r, Key::kernel); }
+std::vector<Row> by_op(const Result& r) { return summed(r, Key::op); }
+std::vector<Row> by_scope(const Result& r) { return summed(r, Key::scope); }
+
+double scope_flops(const std::string& scope) {
+  const std::size_t first = scope.find(' ');
+  if (first == std::string::npos) return 0;
+  const std::size_t second = scope.find(' ', first + 1);
+  if (second == std::string::npos) return 0;
+  const std::string dir = scope.substr(first + 1, second - first - 1);
+  unsigned long long n = 0, k = 0, m = 0;
+  char tail = 0;
+  if (std::sscanf(scope.c_str() + second + 1, "%llux%llux%llu%c", &n, &k, &m, &tail) != 3) return 0;
+  const double nkm = static_cast<double>(n) * static_cast<double>(k) * static_cast<double>(m);
+  return dir == "fwd" ? 2 * nkm : dir == "bwd" ? 4 * nkm : 0;
+}
 
 std::string table(const Result& r, int steps, double unprofiled_ms_per_step, std::size_t top) {
   const double n = std::max(1, steps);
@@ -81,6 +99,17 @@ std::string table(const Result& r, int steps, double unprofiled_ms_per_step, std
   };
   section("op (scope)", by_op(r), 1000, [](const Row& row) { return row.scope; });
   section("kernel", by_kernel(r), 1000, [](const Row& row) { return row.kernel; });
+  {  // the op calls by shape, with the rate they reach
+    out += fmt::format("{:<96} {:>9} {:>10} {:>7} {:>9}\n", "op call (by shape)", "calls", "ms/step", "%",
+                       "T(FL)OP/s");
+    for (const Row& row : by_scope(r)) {
+      const double f = scope_flops(row.scope);
+      out += fmt::format("{:<96} {:>9.1f} {:>10.3f} {:>6.1f}% {:>9}\n", row.scope.substr(0, 96), row.calls / n,
+                         row.ms / n, row.ms / n * pct,
+                         f > 0 && row.ms > 0 ? fmt::format("{:.1f}", f * row.calls / (row.ms * 1e-3) / 1e12) : "");
+    }
+    out += "\n";
+  }
   section("op call | kernel", r.rows, top, [](const Row& row) {
     return (row.scope.empty() ? std::string("-") : row.scope) + " | " + row.kernel;
   });
@@ -104,6 +133,7 @@ std::string to_json(const Result& r, int steps, double unprofiled_ms_per_step, s
                             {"unprofiled_ms_per_step", unprofiled_ms_per_step},
                             {"by_op", rows(by_op(r))},
                             {"by_kernel", rows(by_kernel(r))},
+                            {"by_scope", rows(by_scope(r))},
                             {"rows", rows(r.rows)}};
   std::string s = j.dump();
   if (!context.empty()) s.insert(1, std::string(context) + ",");

@@ -80,9 +80,16 @@ Result end();
 // first two words, "linear fwd"), largest first.
 std::vector<Row> by_kernel(const Result& r);
 std::vector<Row> by_op(const Result& r);
+// Rows summed over their whole scope label (each op call shape), largest first.
+std::vector<Row> by_scope(const Result& r);
+// The multiply-add work of one call of a scope whose label carries a product's
+// shape "... fwd NxKxM" (2·N·K·M) or "... bwd NxKxM" (4·N·K·M: dx and dW);
+// 0 for any other label.
+double scope_flops(const std::string& scope);
 
-// The table for people: the op summary, the kernel summary, then the `top`
-// largest (scope, kernel) rows; calls and ms per step (divided by `steps`),
+// The table for people: the op summary, the kernel summary, the op calls by
+// shape with their achieved rate (scope_flops / time: TFLOP/s, or TOPS for
+// int8), then the `top` largest (scope, kernel) rows; calls and ms per step (divided by `steps`),
 // the % of the profiled step, and the sum against `unprofiled_ms_per_step`.
 std::string table(const Result& r, int steps, double unprofiled_ms_per_step, std::size_t top = 40);
 // The same as one JSON object (every row; the summaries too). `context`: extra
