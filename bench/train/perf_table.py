@@ -10,7 +10,8 @@ backward (--linear units --unit-backward), the same with the LM head on the unit
 fp32 TF32 off, bf16 autocast, bf16 + torch.compile, bf16 deterministic; fused AdamW).
 --profile DIR: each lockstep row also runs its steps again under the step profile
 (train_bench --profile: every kernel launch class timed with CUDA events) and writes
-DIR/profile_<mode>.json; the profile tables go to the output and the log.
+DIR/profile_<mode>.json and the full tables to DIR/profile_<mode>.txt; a summary (by op, the
+largest op calls by shape with their rate) goes to the output and the log.
 Columns: tokens/s, ms/step, peak GPU memory (lockstep: the device pool's high-water
 mark over the training; PyTorch: max_memory_allocated), and each lockstep row's ratio to
 every PyTorch row. MFU is against the model FLOPs 6·params·tokens + attention
@@ -31,6 +32,21 @@ LOCKSTEP_MODES = [("float", "float canonical", []), ("units", "units fwd", ["--l
                   ("unit-bwd-head", "units + unit bwd + head", ["--linear", "units", "--unit-backward", "--units-head"])]
 
 
+def summarize_profile(say, name, json_path, full_path, rows):
+    with open(json_path) as f:
+        pr = json.load(f)
+    say(f"--- lockstep {name}: step profile, sum {pr['sum_ms_per_step']:.1f} ms/step vs unprofiled "
+        f"{pr['unprofiled_ms_per_step']:.1f} (full tables: {full_path})")
+    total = pr["sum_ms_per_step"] or 1.0
+    for r in pr["by_op"]:
+        if r["ms_per_step"] >= 0.05:
+            say(f"  {r['scope'][:58]:<58} {r['calls_per_step']:>7.1f} {r['ms_per_step']:>9.2f} ms {100 * r['ms_per_step'] / total:>5.1f}%")
+    say("  largest op calls by shape (rate: TFLOP/s, TOPS for int8):")
+    for r in pr["by_scope"][:rows]:
+        rate = f"{r['tera_per_s']:>7.1f}" if "tera_per_s" in r else ""
+        say(f"  {r['scope'][:58]:<58} {r['calls_per_step']:>7.1f} {r['ms_per_step']:>9.2f} ms {100 * r['ms_per_step'] / total:>5.1f}% {rate}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bench", required=True)
@@ -42,6 +58,7 @@ def main():
     ap.add_argument("--bf16-tflops", type=float, default=0.0, help="measured bf16 GEMM ceiling for MFU")
     ap.add_argument("--log", default="")
     ap.add_argument("--profile", default="", help="directory for the step profiles (profile_<mode>.json)")
+    ap.add_argument("--profile-rows", type=int, default=10, help="op-call rows of each profile summary")
     ap.add_argument("--modes", default="float,units,unit-bwd",
                     help="lockstep rows to run: " + ",".join(m[0] for m in LOCKSTEP_MODES))
     a = ap.parse_args()
@@ -67,10 +84,13 @@ def main():
             say(f"lockstep {name}: failed ({p.stderr.strip().splitlines()[-1] if p.stderr.strip() else p.returncode})")
             continue
         c = json.loads(p.stdout.strip().splitlines()[-1])
-        if a.profile:  # the profile table (train_bench writes it to stderr beside its JSON line)
-            say(f"--- lockstep {name}: step profile ({os.path.join(a.profile, f'profile_{key}.json')})")
-            for line in p.stderr.rstrip().splitlines():
-                say(line)
+        if a.profile:
+            # The full tables (train_bench writes them to stderr beside its JSON line) go to
+            # DIR/profile_<mode>.txt; here a summary: by op, and the op calls by shape.
+            full = os.path.join(a.profile, f"profile_{key}.txt")
+            with open(full, "w") as f:
+                f.write(p.stderr)
+            summarize_profile(say, name, os.path.join(a.profile, f"profile_{key}.json"), full, a.profile_rows)
         peak = c.get("peak_in_use_bytes", -1)
         rows.append((f"lockstep {name}", c["train_tok_s"], c["ms_per_step"], peak / 2**30 if peak >= 0 else float("nan"), c))
     if not rows:
@@ -82,14 +102,14 @@ def main():
         rate, peak = tr.torch_tokens_per_second(c, a.threads, a.steps, a.device, m, with_memory=True)
         rows.append((f"PyTorch {m}", rate, 1e3 * tokens / rate, peak / 2**30, None))
     torch_rows = [r for r in rows if r[4] is None]
-    head = f"{'row':<26} {'tok/s':>9} {'ms/step':>9} {'MFU':>6} {'peak GiB':>9}" + "".join(
+    head = f"{'row':<34} {'tok/s':>9} {'ms/step':>9} {'MFU':>6} {'peak GiB':>9}" + "".join(
         f" {'/' + r[0].split(' ', 1)[1]:>13}" for r in torch_rows)
     say(f"{a.config} on {a.device}, {a.steps} timed steps; MFU vs bf16 {a.bf16_tflops or 'n/a'} TFLOP/s")
     say(head)
     for r in rows:
         mfu = (r[1] * flops_per_token / 1e12 / a.bf16_tflops) if a.bf16_tflops else float("nan")
         ratios = "".join(f" {r[1] / t[1]:>13.3f}" for t in torch_rows) if r[4] is not None else ""
-        say(f"{r[0]:<26} {r[1]:>9.0f} {r[2]:>9.1f} {mfu:>6.1%} {r[3]:>9.2f}{ratios}")
+        say(f"{r[0]:<34} {r[1]:>9.0f} {r[2]:>9.1f} {mfu:>6.1%} {r[3]:>9.2f}{ratios}")
     if a.log:
         with open(a.log, "w") as f:
             f.write("\n".join(lines) + "\n")

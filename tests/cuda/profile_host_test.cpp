@@ -107,4 +107,8 @@ TEST(StepProfile, TheJsonHoldsEveryRowPerStep) {
   EXPECT_EQ(j.at("by_op").size(), 6u);
   EXPECT_EQ(j.at("by_kernel").size(), 7u);
   EXPECT_EQ(j.at("by_scope").size(), 4u);
+  // linear fwd 16x8x4: 6 calls of 2·16·8·4 = 1024 flops in 12 ms.
+  EXPECT_EQ(j.at("by_scope")[0].at("scope"), "linear fwd 16x8x4");
+  EXPECT_DOUBLE_EQ(j.at("by_scope")[0].at("tera_per_s").get<double>(), 6 * 1024 / 12e-3 / 1e12);
+  EXPECT_FALSE(j.at("rows")[0].contains("tera_per_s"));
 }

@@ -15,9 +15,6 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
-#include <fstream>
 #include <limits>
 #include <cmath>
 #include <memory>
@@ -310,55 +307,8 @@ class CudaModel final : public KernelModel<cuda::OpKernels, DeviceStorage>, publ
   }
 
  private:
-  // --- the step profile on request (profile.hpp) ------------------------------
-  // LOCKSTEP_CUDA_PROFILE=FILE.json[:STEP]: step STEP of this model (counted
-  // from 1 by stage_batch; default 3, after the warm-up) runs under the step
-  // profile; its table goes to stderr (against the step before it, unprofiled),
-  // its JSON to FILE. Unset: nothing happens here but a step count.
-  class StepProfile {
-   public:
-    StepProfile() {
-      const char* env = std::getenv("LOCKSTEP_CUDA_PROFILE");
-      if (env == nullptr || *env == '\0') return;
-      path_ = env;
-      if (const auto colon = path_.rfind(':'); colon != std::string::npos) {
-        try {
-          std::size_t used = 0;
-          at_ = std::stoll(path_.substr(colon + 1), &used);
-          if (used != path_.size() - colon - 1 || at_ < 1) throw std::invalid_argument("");
-        } catch (const std::exception&) {
-          throw std::invalid_argument("LOCKSTEP_CUDA_PROFILE: FILE.json[:STEP] with STEP >= 1 expected, got '" +
-                                      path_ + "'");
-        }
-        path_.resize(colon);
-      }
-    }
-    void staged() {
-      ++step_;
-      start_ = std::chrono::steady_clock::now();
-      if (!path_.empty() && step_ == at_) cuda::profile::begin();
-    }
-    void finished() {
-      const double ms =
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
-      if (path_.empty() || step_ != at_ || !cuda::profile::active()) {
-        previous_ms_ = ms;
-        return;
-      }
-      const cuda::profile::Result r = cuda::profile::end();
-      std::fputs(cuda::profile::table(r, 1, previous_ms_).c_str(), stderr);
-      std::ofstream f(path_);
-      f << cuda::profile::to_json(r, 1, previous_ms_, fmt::format(R"("step":{})", step_)) << "\n";
-      if (!f) throw std::runtime_error("LOCKSTEP_CUDA_PROFILE: cannot write " + path_);
-    }
-
-   private:
-    std::string path_;
-    std::int64_t at_ = 3, step_ = 0;
-    double previous_ms_ = 0;
-    std::chrono::steady_clock::time_point start_;
-  };
-  StepProfile step_profile_;
+  // LOCKSTEP_CUDA_PROFILE=FILE.json[:STEP]: that step runs under the step profile (profile.hpp).
+  cuda::profile::StepOnRequest step_profile_;
 
   // The trainer's host loop (trainer.cpp, optim.cpp) on the device, step for
   // step: grads *= grad_scale, per-tensor sums of squares, their canonical

@@ -2,8 +2,12 @@
 #include "lockstep/backend/cuda/profile.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -120,9 +124,13 @@ std::string to_json(const Result& r, int steps, double unprofiled_ms_per_step, s
   const double n = std::max(1, steps);
   const auto rows = [&](const std::vector<Row>& rs) {
     nlohmann::json a = nlohmann::json::array();
-    for (const Row& row : rs)
-      a.push_back({{"scope", row.scope}, {"kernel", row.kernel}, {"calls_per_step", row.calls / n},
-                   {"ms_per_step", row.ms / n}});
+    for (const Row& row : rs) {
+      nlohmann::json o = {{"scope", row.scope}, {"kernel", row.kernel}, {"calls_per_step", row.calls / n},
+                          {"ms_per_step", row.ms / n}};
+      if (const double f = scope_flops(row.scope); f > 0 && row.kernel.empty() && row.ms > 0)
+        o["tera_per_s"] = f * static_cast<double>(row.calls) / (row.ms * 1e-3) / 1e12;  // a by_scope row: its rate
+      a.push_back(std::move(o));
+    }
     return a;
   };
   const nlohmann::json j = {{"steps", steps},
@@ -138,6 +146,48 @@ std::string to_json(const Result& r, int steps, double unprofiled_ms_per_step, s
   std::string s = j.dump();
   if (!context.empty()) s.insert(1, std::string(context) + ",");
   return s;
+}
+
+namespace {
+double now_ms() {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+StepOnRequest::StepOnRequest() {
+  const char* env = std::getenv("LOCKSTEP_CUDA_PROFILE");
+  if (env == nullptr || *env == '\0') return;
+  path_ = env;
+  if (const auto colon = path_.rfind(':'); colon != std::string::npos) {
+    try {
+      std::size_t used = 0;
+      at_ = std::stoll(path_.substr(colon + 1), &used);
+      if (used != path_.size() - colon - 1 || at_ < 1) throw std::invalid_argument("");
+    } catch (const std::exception&) {
+      throw std::invalid_argument("LOCKSTEP_CUDA_PROFILE: FILE.json[:STEP] with STEP >= 1 expected, got '" + path_ +
+                                  "'");
+    }
+    path_.resize(colon);
+  }
+}
+
+void StepOnRequest::staged() {
+  ++step_;
+  start_ms_ = now_ms();
+  if (!path_.empty() && step_ == at_) begin();
+}
+
+void StepOnRequest::finished() {
+  const double ms = now_ms() - start_ms_;
+  if (path_.empty() || step_ != at_ || !active()) {
+    previous_ms_ = ms;
+    return;
+  }
+  const Result r = end();
+  std::fputs(table(r, 1, previous_ms_).c_str(), stderr);
+  std::ofstream f(path_);
+  f << to_json(r, 1, previous_ms_, fmt::format(R"("step":{})", step_)) << "\n";
+  if (!f) throw std::runtime_error("LOCKSTEP_CUDA_PROFILE: cannot write " + path_);
 }
 
 }  // namespace lockstep::cuda::profile

@@ -96,6 +96,25 @@ std::string table(const Result& r, int steps, double unprofiled_ms_per_step, std
 // members written first, as `"key":value,` pairs, without braces (may be empty).
 std::string to_json(const Result& r, int steps, double unprofiled_ms_per_step, std::string_view context = {});
 
+// A model's step profile on request: LOCKSTEP_CUDA_PROFILE=FILE.json[:STEP]
+// (read at construction; throws std::invalid_argument naming the variable on a
+// malformed value). Step STEP (counted by staged(), from 1; default 3, after
+// the warm-up) runs under the profile: staged() at the step's start opens it,
+// finished() after the step's wait closes it, writes the table to stderr
+// (against the step before, unprofiled, timed on the host the same way) and
+// the JSON to FILE. Unset: a step count and a clock read, nothing else.
+class StepOnRequest {
+ public:
+  StepOnRequest();
+  void staged();
+  void finished();
+
+ private:
+  std::string path_;
+  long long at_ = 3, step_ = 0;
+  double previous_ms_ = 0, start_ms_ = 0;
+};
+
 // cudaProfilerStart / cudaProfilerStop (errors thrown naming the call).
 void capture_start();
 void capture_stop();
