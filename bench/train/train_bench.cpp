@@ -5,6 +5,17 @@
 //   build/<dir>/bench/train/train_bench                       the default set
 //   build/<dir>/bench/train/train_bench gpt2-tiny:16:128:1024 --threads 2 --steps 5
 //   build/<dir>/bench/train/train_bench default --json        one JSON line per config
+//   build/<dir>/bench/train/train_bench gpt2-124m:16:1024:50304 --device cuda --profile prof.json
+//       after the timed steps, the same number of steps again under the step
+//       profile (backend/cuda/profile.hpp: every kernel launch class timed with
+//       CUDA events): a table (stdout; stderr with --json) and prof.json
+//
+// On the CUDA device the timed steps run inside cudaProfilerStart/Stop, so
+// `ncu --profile-from-start off` or `nsys profile --capture-range=cudaProfilerApi`
+// sees the training kernels only (not the start-up gates). The peak device
+// memory is reported as the pool's high-water mark after the gates (what the
+// training's buffers need at once; PyTorch's max_memory_allocated is the peer),
+// the pool's cudaMalloc'd bytes, and cudaMemGetInfo's used bytes.
 //
 // A config is PRESET[:BATCH[:SEQ[:VOCAB]]]; "default" is `lockstep train`'s
 // default run. Tokens are Philox draws (the speed does not depend on them).
@@ -31,6 +42,10 @@
 #include "lockstep/train/optim.hpp"
 #include "lockstep/train/step.hpp"
 #include "lockstep/util/parallel.hpp"
+#ifdef LOCKSTEP_HAVE_CUDA
+#include "lockstep/backend/cuda/device.hpp"
+#include "lockstep/backend/cuda/profile.hpp"
+#endif
 
 namespace {
 
@@ -86,6 +101,8 @@ struct Measured {
   double train_tok_s = 0, train_tok_cpu_s = 0, ms_per_step = 0, eval_tok_s = 0, model_ms = 0, optim_ms = 0;
   std::int64_t params = 0;
   model::ModelConfig cfg;
+  // Device memory (CUDA only; -1 elsewhere), bytes.
+  double peak_in_use = -1, pool_reserved = -1, device_used = -1;
 };
 
 // How the linear layers compute (docs/UNITS.md): --linear float|units, --unit-backward, --units-head.
@@ -95,7 +112,7 @@ struct LinearFlags {
 };
 
 Measured measure(BenchConfig& bc, int threads, int steps, const std::string& device, const std::string& audit,
-                 const LinearFlags& lf) {
+                 const LinearFlags& lf, const std::string& profile_path, bool json) {
   model::ModelConfig mc = model::preset(bc.preset);
   mc.linear = lf.linear == "units" ? model::LinearMode::Units : model::LinearMode::Float;
   mc.unit_backward = lf.unit_backward;
@@ -104,6 +121,10 @@ Measured measure(BenchConfig& bc, int threads, int steps, const std::string& dev
   if (bc.seq < 0) bc.seq = std::min<std::int64_t>(128, mc.max_seq);
   if (bc.seq > mc.max_seq) throw std::invalid_argument(fmt::format("{}: seq {} > context {}", bc.name, bc.seq, mc.max_seq));
   auto m = model::make_model(mc, device, audit);
+  const bool on_cuda = device == "cuda";
+#ifdef LOCKSTEP_HAVE_CUDA
+  if (on_cuda) cuda::reset_peak_bytes_in_use();  // the gates' buffers are free again: the training's from here
+#endif
   m->init(1);
   const auto n = static_cast<std::size_t>(bc.batch * bc.seq);
   std::vector<std::int32_t> in(n), tg(n);
@@ -142,16 +163,49 @@ Measured measure(BenchConfig& bc, int threads, int steps, const std::string& dev
   r.params = mc.parameter_count();
   r.cfg = mc;
   const double c0 = cpu_seconds();
+#ifdef LOCKSTEP_HAVE_CUDA
+  if (on_cuda) cuda::profile::capture_start();  // ncu/nsys capture window: the timed steps only
+#endif
   const auto t0 = Clock::now();
   for (int s = 0; s < steps; ++s) step(s + 2);
   const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
   const double cpu = cpu_seconds() - c0;
+#ifdef LOCKSTEP_HAVE_CUDA
+  if (on_cuda) {
+    cuda::profile::capture_stop();
+    r.peak_in_use = static_cast<double>(cuda::peak_bytes_in_use());
+    r.pool_reserved = static_cast<double>(cuda::bytes_reserved());
+    r.device_used = static_cast<double>(cuda::device_bytes_used());
+  }
+#endif
   const double tokens = static_cast<double>(n) * steps;
   r.train_tok_s = tokens / wall;
   r.train_tok_cpu_s = tokens / cpu;
   r.ms_per_step = 1e3 * wall / steps;
   r.model_ms = 1e3 * model_s / steps;
   r.optim_ms = 1e3 * optim_s / steps;
+  if (!profile_path.empty()) {
+#ifdef LOCKSTEP_HAVE_CUDA
+    // The same steps again under the step profile; a named interval covers the
+    // host's time between steps (the device idles from one step's wait to the
+    // next step's first launch).
+    model_s = optim_s = 0;
+    cuda::profile::begin();
+    for (int s = 0; s < steps; ++s) {
+      step(steps + 2 + s);
+      cuda::profile::mark("(host: between steps)");
+    }
+    const cuda::profile::Result pr = cuda::profile::end();
+    const std::string table = cuda::profile::table(pr, steps, r.ms_per_step);
+    std::fputs(table.c_str(), json ? stderr : stdout);
+    const std::string context =
+        fmt::format(R"("config":"{}","linear":"{}","unit_backward":{},"units_head":{},"batch":{},"seq":{},"vocab":{})",
+                    bc.name, lf.linear, lf.unit_backward, lf.units_head, bc.batch, bc.seq, bc.vocab);
+    std::ofstream f(profile_path);
+    f << cuda::profile::to_json(pr, steps, r.ms_per_step, context) << "\n";
+    if (!f) throw std::runtime_error("--profile: cannot write " + profile_path);
+#endif
+  }
   if (model::StepStages* st = m->step_stages()) {
     // The update stage alone (each finish waits for the device once), split off the whole step.
     const auto o0 = Clock::now();
@@ -175,6 +229,7 @@ int main(int argc, char** argv) {
   int threads = 0, steps = 5;
   std::string device = "cpu";
   std::string audit = "off";  // the live audits' cost is reported apart (--audit stop)
+  std::string profile_path;   // --profile FILE.json (CUDA only)
   bool json = false;
   LinearFlags lf;
   for (int i = 1; i < argc; ++i) {
@@ -197,10 +252,12 @@ int main(int argc, char** argv) {
       lf.unit_backward = true;
     } else if (a == "--units-head") {
       lf.units_head = true;
+    } else if (a == "--profile" && i + 1 < argc) {
+      profile_path = argv[++i];
     } else if (a == "--json") {
       json = true;
     } else if (a == "--help" || a == "-h") {
-      std::printf("usage: train_bench [PRESET[:BATCH[:SEQ[:VOCAB]]] | default]... [--threads N] [--steps N] [--device cpu|cuda] [--audit off|stop] [--linear float|units] [--unit-backward] [--units-head] [--json]\n");
+      std::printf("usage: train_bench [PRESET[:BATCH[:SEQ[:VOCAB]]] | default]... [--threads N] [--steps N] [--device cpu|cuda] [--audit off|stop] [--linear float|units] [--unit-backward] [--units-head] [--profile FILE.json] [--json]\n");
       return 0;
     } else {
       specs.push_back(a);
@@ -208,29 +265,39 @@ int main(int argc, char** argv) {
   }
   if (specs.empty()) specs = {"default", "gpt2-micro:16:64:1024", "gpt2-tiny:16:256:1024", "llama-tiny:16:256:1024"};
   threads = util::resolve_threads(threads);
+#ifdef LOCKSTEP_HAVE_CUDA
+  const bool can_profile = device == "cuda";
+#else
+  const bool can_profile = false;
+#endif
+  if (!profile_path.empty() && !can_profile) {
+    std::fprintf(stderr, "--profile: needs --device cuda in a build with the CUDA backend\n");
+    return 2;
+  }
   if (!json)
     fmt::print("lockstep training step (forward+backward+clip+AdamW) on {}, {} threads, {} timed steps, load average {:.1f}\n"
-               "{:<26} {:>8} {:>7} {:>10} {:>11} {:>13} {:>11}\n",
+               "{:<26} {:>8} {:>7} {:>10} {:>11} {:>13} {:>11} {:>9}\n",
                device, threads, steps, load_average(), "config", "params", "tokens", "ms/step", "train tok/s", "tok/CPU-s",
-               "eval tok/s");
+               "eval tok/s", "peak GiB");
   for (const std::string& spec : specs) {
     try {
       BenchConfig bc = parse_config(spec);
-      const Measured r = measure(bc, threads, steps, device, audit, lf);
+      const Measured r = measure(bc, threads, steps, device, audit, lf, profile_path, json);
       if (json) {
         // The model's shape too, so torch_reference.py can build the same one.
         const model::ModelConfig& mc = r.cfg;
         fmt::print(R"({{"config":"{}","preset":"{}","family":"{}","d_model":{},"n_layer":{},"n_head":{},"n_kv_head":{},"head_dim":{},"d_ff":{},"max_seq":{},"norm_eps":{},"rope_theta":{},"tie_embeddings":{},)"
-                   R"("device":"{}","audit":"{}","linear":"{}","unit_backward":{},"units_head":{},"batch":{},"seq":{},"vocab":{},"threads":{},"params":{},"ms_per_step":{:.2f},"model_ms":{:.2f},"optim_ms":{:.2f},"train_tok_s":{:.1f},"train_tok_cpu_s":{:.1f},"eval_tok_s":{:.1f},"load":{:.2f}}})"
+                   R"("device":"{}","audit":"{}","linear":"{}","unit_backward":{},"units_head":{},"batch":{},"seq":{},"vocab":{},"threads":{},"params":{},"ms_per_step":{:.2f},"model_ms":{:.2f},"optim_ms":{:.2f},"train_tok_s":{:.1f},"train_tok_cpu_s":{:.1f},"eval_tok_s":{:.1f},"load":{:.2f},"peak_in_use_bytes":{:.0f},"pool_reserved_bytes":{:.0f},"device_used_bytes":{:.0f}}})"
                    "\n",
                    bc.name, bc.preset, model::family_name(mc.family), mc.d_model, mc.n_layer, mc.n_head, mc.n_kv_head,
                    mc.head_dim, mc.d_ff, mc.max_seq, mc.norm_eps, mc.rope_theta, mc.tie_embeddings, device, audit, lf.linear, lf.unit_backward, lf.units_head, bc.batch, bc.seq,
                    bc.vocab, threads, r.params, r.ms_per_step, r.model_ms, r.optim_ms, r.train_tok_s, r.train_tok_cpu_s, r.eval_tok_s,
-                   load_average());
+                   load_average(), r.peak_in_use, r.pool_reserved, r.device_used);
       } else {
-        fmt::print("{:<26} {:>7.2f}M {:>7} {:>10.1f} {:>11.0f} {:>13.0f} {:>11.0f}\n", bc.name,
+        fmt::print("{:<26} {:>7.2f}M {:>7} {:>10.1f} {:>11.0f} {:>13.0f} {:>11.0f} {:>9}\n", bc.name,
                    static_cast<double>(r.params) / 1e6, bc.batch * bc.seq, r.ms_per_step, r.train_tok_s,
-                   r.train_tok_cpu_s, r.eval_tok_s);
+                   r.train_tok_cpu_s, r.eval_tok_s,
+                   r.peak_in_use < 0 ? std::string("-") : fmt::format("{:.2f}", r.peak_in_use / (1 << 30)));
       }
       std::fflush(stdout);
     } catch (const std::exception& e) {

@@ -31,6 +31,7 @@
 #include "lockstep/backend/cuda/ops.hpp"
 #include "lockstep/backend/cuda/optim_launch.hpp"
 #include "lockstep/backend/cuda/probe.hpp"
+#include "lockstep/backend/cuda/profile.hpp"
 #include "lockstep/model/kernel_model.hpp"
 #include "lockstep/model/model.hpp"
 #include "lockstep/model/params.hpp"
@@ -223,6 +224,7 @@ class CudaModel final : public KernelModel<cuda::OpKernels, DeviceStorage>, publ
     step_batch_ = batch;
     step_seq_ = seq;
     losses_.resize(A);
+    step_profile_.staged();
     kernels_.stage_step(inputs.data(), targets.data(), inputs.size());
   }
 
@@ -263,6 +265,7 @@ class CudaModel final : public KernelModel<cuda::OpKernels, DeviceStorage>, publ
   ops::StepDecision finish() override {
     std::array<float, launch::kControlSize> c{};
     control_.download(c.data());  // waits for the whole step
+    step_profile_.finished();
     storage_.device_wrote(true, true);
     ops::StepDecision d;
     d.loss = c[launch::kLoss];
@@ -307,6 +310,9 @@ class CudaModel final : public KernelModel<cuda::OpKernels, DeviceStorage>, publ
   }
 
  private:
+  // LOCKSTEP_CUDA_PROFILE=FILE.json[:STEP]: that step runs under the step profile (profile.hpp).
+  cuda::profile::StepOnRequest step_profile_;
+
   // The trainer's host loop (trainer.cpp, optim.cpp) on the device, step for
   // step: grads *= grad_scale, per-tensor sums of squares, their canonical
   // sum, sqrt, the clip scale, AdamW with the clip applied in place — all

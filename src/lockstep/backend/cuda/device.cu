@@ -2,9 +2,11 @@
 // into exceptions, the poison fill, and the allocation counters.
 #include "lockstep/backend/cuda/device.hpp"
 #include "lockstep/backend/cuda/trace_launch.hpp"
+#include "lockstep/backend/cuda/profile.hpp"
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <stdexcept>
@@ -21,7 +23,7 @@ void check(cudaError_t e, const std::string& what) {
 
 std::mutex g_mutex;
 std::unordered_map<void*, std::size_t> g_sizes;
-std::size_t g_bytes = 0, g_allocs = 0;
+std::size_t g_bytes = 0, g_allocs = 0, g_peak_bytes = 0, g_reserved = 0;
 std::optional<std::uint32_t> g_poison;
 std::atomic<std::size_t> g_host_waits{0};
 
@@ -78,11 +80,13 @@ void* device_alloc(std::size_t bytes) {
     check(cudaMalloc(&p, size), "cudaMalloc(" + std::to_string(bytes) + " bytes)");
     std::lock_guard<std::mutex> lock(g_mutex);
     ++g_allocs;
+    g_reserved += size;
   }
   {
     std::lock_guard<std::mutex> lock(g_mutex);
     g_sizes[p] = size;
     g_bytes += size;
+    g_peak_bytes = std::max(g_peak_bytes, g_bytes);
   }
   if (g_poison) fill_words_as("fill_words (poison)", p, *g_poison, size / 4);
   return p;
@@ -101,18 +105,24 @@ void device_free(void* p) noexcept {
 void copy_to_device(void* dst, const void* src, std::size_t bytes) {
   if (!bytes) return;
   g_host_waits.fetch_add(1, std::memory_order_relaxed);
+  profile::mark("(copy to device: host waits)");
   check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "copy to device");
 }
 void copy_to_host(void* dst, const void* src, std::size_t bytes) {
   if (!bytes) return;
   g_host_waits.fetch_add(1, std::memory_order_relaxed);
+  profile::mark("(copy to host: host waits)");
   check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "copy to host");
 }
 void copy_on_device(void* dst, const void* src, std::size_t bytes) {
-  if (bytes) check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, 0), "copy on device");
+  if (!bytes) return;
+  profile::mark("copy on device");
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, 0), "copy on device");
 }
 void copy_to_device_async(void* dst, const void* src, std::size_t bytes) {
-  if (bytes) check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, 0), "asynchronous copy to device");
+  if (!bytes) return;
+  profile::mark("copy to device (asynchronous)");
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, 0), "asynchronous copy to device");
 }
 
 void* pinned_alloc(std::size_t bytes) {
@@ -129,6 +139,7 @@ std::size_t host_waits() { return g_host_waits.load(std::memory_order_relaxed); 
 void copy_rows_to_host(float* dst, const float* src, std::size_t rows, std::size_t row_elems, std::size_t stride) {
   if (rows == 0 || row_elems == 0) return;
   g_host_waits.fetch_add(1, std::memory_order_relaxed);
+  profile::mark("(strided copy to host: host waits)");
   check(cudaMemcpy2D(dst, row_elems * sizeof(float), src, stride * sizeof(float), row_elems * sizeof(float), rows,
                      cudaMemcpyDeviceToHost),
         "strided copy to host");
@@ -138,6 +149,7 @@ void fill_words(void* p, std::uint32_t pattern, std::size_t words) { fill_words_
 
 void synchronize(const char* what) {
   g_host_waits.fetch_add(1, std::memory_order_relaxed);
+  profile::mark("(synchronize: host waits)");
   check(cudaDeviceSynchronize(), what);
 }
 
@@ -149,6 +161,23 @@ std::optional<std::uint32_t> poison() { return g_poison; }
 std::size_t bytes_in_use() {
   std::lock_guard<std::mutex> lock(g_mutex);
   return g_bytes;
+}
+std::size_t peak_bytes_in_use() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return g_peak_bytes;
+}
+void reset_peak_bytes_in_use() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_peak_bytes = g_bytes;
+}
+std::size_t bytes_reserved() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return g_reserved;
+}
+std::size_t device_bytes_used() {
+  std::size_t free = 0, total = 0;
+  check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+  return total - free;
 }
 std::size_t allocation_count() {
   std::lock_guard<std::mutex> lock(g_mutex);

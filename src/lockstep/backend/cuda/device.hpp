@@ -84,6 +84,16 @@ std::optional<std::uint32_t> poison();
 // made so far (tests use the count to show a steady-state step allocates nothing).
 std::size_t bytes_in_use();
 std::size_t allocation_count();
+// Peak memory, for the benchmarks' tables: the high-water mark of
+// bytes_in_use() since the process started or the last reset (what the
+// buffers needed at once), the bytes cudaMalloc has handed the pool (what it
+// holds: nothing is given back), and the device's used memory as
+// cudaMemGetInfo sees it (total − free: the CUDA context, cuBLASLt's
+// workspace and every other process on the device too).
+std::size_t peak_bytes_in_use();
+void reset_peak_bytes_in_use();
+std::size_t bytes_reserved();
+std::size_t device_bytes_used();
 
 template <class T>
 class DeviceBuffer {

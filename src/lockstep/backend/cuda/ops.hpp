@@ -23,6 +23,7 @@
 
 #include "lockstep/ad/kernel_set.hpp"
 #include "lockstep/backend/cuda/device.hpp"
+#include "lockstep/backend/cuda/profile.hpp"
 #include "lockstep/ops/all.hpp"
 
 namespace lockstep::cuda {
@@ -50,6 +51,27 @@ class OpKernels : public ad::KeyedKernels<OpKernels, float> {
 
   void begin_forward() {}
 
+  // --- the step profile's op scopes (profile.hpp) ----------------------------
+  // The engine's calls by op type, as ad::KeyedKernels makes them, with the
+  // op's name, direction and (for the linear ops) shape as the scope of the
+  // launches it makes while a profile is open; nothing else changes.
+  template <class Op, class... A>
+  void forward(const ad::ConfigOf<Op>& c, const ops::FwdArgsOf<Op, float>& a, A&... aux) {
+    if (profile::active()) [[unlikely]] {
+      const profile::Scope scope(profile_label<Op>(c, "fwd"));
+      return KeyedKernels::forward<Op>(c, a, aux...);
+    }
+    KeyedKernels::forward<Op>(c, a, aux...);
+  }
+  template <class Op, class... A>
+  void backward(const ad::ConfigOf<Op>& c, const ops::BwdArgsOf<Op, float>& a, A&... aux) {
+    if (profile::active()) [[unlikely]] {
+      const profile::Scope scope(profile_label<Op>(c, "bwd"));
+      return KeyedKernels::backward<Op>(c, a, aux...);
+    }
+    KeyedKernels::backward<Op>(c, a, aux...);
+  }
+
   // --- the engine's glue (transformer.hpp's device hooks) --------------------
   // Copies n host indices to the device (slot 0: inputs, 1: targets) and
   // returns the device pointer, valid until the next call with the same slot.
@@ -75,6 +97,12 @@ class OpKernels : public ad::KeyedKernels<OpKernels, float> {
   void add_into(std::size_t n, float* acc, const float* x);
 
  private:
+  template <class Op, class C>
+  static std::string profile_label(const C& c, const char* direction) {
+    if constexpr (requires { c.rows + c.in + c.out; }) return profile::op_label(Op::name, direction, c.rows, c.in, c.out);
+    return profile::op_label(Op::name, direction);
+  }
+
   DeviceBuffer<Index> staged_[2];
   // stage_step's window: the host arrays, their device copy (inputs then
   // targets) and the page-locked bounce buffer.

@@ -2,6 +2,8 @@
 // that the kernels' library, which records into it, defines it itself.
 #include "lockstep/backend/cuda/trace.hpp"
 
+#include "lockstep/backend/cuda/profile.hpp"
+
 #include <mutex>
 #include <set>
 #include <string>
@@ -14,7 +16,10 @@ LaunchLog& process_log() {
   return log;
 }
 
-void launched(const char* name) { process_log().launched(name); }
+void launched(const char* name) {
+  process_log().launched(name);
+  if (profile::active()) profile::mark(name);  // the step profile's interval for this launch (profile.hpp)
+}
 
 const char* intern(const char* const* parts, int count) {
   std::string name;
