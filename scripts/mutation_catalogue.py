@@ -73,10 +73,10 @@ mutant("attention-scale-spec", "ops", AT, ": T(1) / Math<T>::sqrt(static_cast<T>
        ": T(1) / static_cast<T>(c.head_dim);", FC, op="attention",
        desc="attention scale_of (shared with the kernels) 1/d")
 mutant("gqa-head-map-modulo", "ops", AT, "const std::size_t g = h / (c.q_heads / c.kv_heads);",
-       "const std::size_t g = h % c.kv_heads;", count=3, family="llama", op="attention",
+       "const std::size_t g = h % c.kv_heads;", count=4, family="llama", op="attention",
        desc="grouped-query head map h % Hkv instead of h / group (spec)")
-mutant("causal-mask-off-by-one", "ops", AT, "const std::size_t j1 = std::min(j0 + c.key_block, i + 1);",
-       "const std::size_t j1 = std::min(j0 + c.key_block, std::min(i + 2, c.seq));", op="attention",
+mutant("causal-mask-off-by-one", "ops", AT, "c.kv_heads * c.head_dim, i + 1, scale, o, lse);",
+       "c.kv_heads * c.head_dim, std::min(i + 2, c.seq), scale, o, lse);", op="attention",
        desc="causal mask lets row i see key i+1 (spec forward)")
 Q = "src/lockstep/ops/quant.hpp"
 mutant("act-quant-128", "ops", Q, "const T inv = T(127) / m;", "const T inv = T(128) / m;", family="bitnet",
@@ -140,7 +140,8 @@ mutant("clip-before-accum-scale", "trainer wiring", "src/lockstep/train/step.cpp
        "const float grad_scale = ops::accum_grad_scale(static_cast<std::size_t>(accum_));",
        "const float grad_scale = 1.0f;", suite="train",
        desc="the 1/accum mean not applied before the norm and clip (sum of micro-batch gradients)")
-mutant("accum-overwrites", "trainer wiring", "src/lockstep/train/step.cpp", "batch_, seq_, a > 0,", "batch_, seq_, false,",
+mutant("accum-overwrites", "trainer wiring", "src/lockstep/train/step.cpp", "stages.micro_batch(a, a > 0);",
+       "stages.micro_batch(a, false);",
        suite="train", desc="each micro-batch overwrites the gradient instead of adding")
 mutant("data-order-step-ignored", "trainer wiring", TR,
        "data::sample_batch(train_, data_seed_, static_cast<std::uint64_t>(s), B * A, T)",
@@ -180,11 +181,38 @@ BP = "src/lockstep/tok/bpe.cpp"
 mutant("bpe-merge-priority-reversed", "tokenizers", BP, "m->priority < best->priority", "m->priority > best->priority",
        suite="tok", desc="BPE applies the lowest-priority merge first")
 
+# --- aimed at the metamorphic properties and absolutes (tests/property) -------------
+# Each is a bug a relation or a definitional absolute sees without a reference:
+# the report's metamorphic column must show it (issue 17: each property catches one).
+CA = "src/lockstep/backend/cpu/attention.cpp"
+mutant("cpu-attention-keys-stale-across-batch", "cpu kernels", CA, "if (b != last_b || g != last_g) transpose(",
+       "if (g != last_g) transpose(", op="attention", family="llama", ci=True,
+       desc="batch coupling: the transposed keys are reused when the batch changes but the kv head does not "
+            "(MQA: every row attends to batch 0's keys)")
+mutant("cpu-attention-causal-sees-next", "cpu kernels", CA, "const std::size_t j1 = std::min(j0 + KB, i + 1);",
+       "const std::size_t j1 = std::min(j0 + KB, std::min(i + 2, i_last + 1));", op="attention",
+       desc="causal mask off by one in the fast kernel: row i's softmax takes key i+1's score")
+mutant("cpu-ce-ignored-row-loss", "cpu kernels", C, "loss[n] = t < 0 ? 0.0f : l - z[static_cast<std::size_t>(t)];",
+       "loss[n] = l - z[static_cast<std::size_t>(t < 0 ? 0 : t)];", op="cross_entropy",
+       desc="the fast cross-entropy forgets the ignore mask: a row without a target adds a loss")
+mutant("act-quant-floor-added", "ops", Q, "const T m = max2(M::max(a.data(), cols), floor_value);",
+       "const T m = M::max(a.data(), cols) + floor_value;", FC, family="bitnet", op="bitlinear",
+       desc="the activation absmax floor added instead of clamped: not homogeneous (a power-of-two scaling of x "
+            "no longer scales y exactly)")
+mutant("units-dequant-step-128", "ops", Q, "r.step[n] = m / T(127);", "r.step[n] = m / T(128);", FC,
+       family="bitnet", op="bitlinear", desc="the int8 dequantization step m/128 (codes still in steps of m/127): "
+                                             "off at unit scale")
+mutant("softmax-sum-drops-last", "ops", SM, "const T s = M::sum(y, C);", "const T s = M::sum(y, C > 1 ? C - 1 : C);",
+       op="softmax", desc="softmax normalizes by the sum of all but the last entry")
+mutant("ternary-scale-mean-off-by-one", "ops", Q, "M::sum(a.data(), n) / static_cast<T>(n)",
+       "M::sum(a.data(), n) / static_cast<T>(n + 1)", FC, family="bitnet", op="bitlinear",
+       desc="BitLinear's absmean divides by numel + 1: off at unit scale (all-±1 weights)")
+
 # --- the self-corpus: this project's own bugs, re-planted -------------------------
 # Each entry reverses the fix of a bug the git history names, and lists the
 # regression test that now guards it ("regression"), besides its area's instruments.
 mutant("history-token-ids-unchecked", "history (ed48827)", T, "      ops::Embedding::row_of(ec, ids[n]);\n",
-       "      (void)ec;\n", suite="model",
+       "      (void)ec;\n      (void)ids;\n", suite="model",
        tests=[("regression", "test_model_cpu", "tests/model/test_model_cpu", "CpuModel.BadTokens*")],
        desc="token ids not checked on the host before a pass (the GPU read outside the table)")
 mutant("history-rdb-size-claim", "history (rdata)", "src/lockstep/data/rdata.cpp",
