@@ -352,7 +352,8 @@ def main():
         unknown = want - {m["id"] for m in cat}
         if unknown:
             raise SystemExit(f"mutation_report: unknown mutant ids: {', '.join(sorted(unknown))}")
-        cat = [m for m in cat if m["id"] in want]
+        order = {i: n for n, i in enumerate(a.only.split(","))}
+        cat = sorted((m for m in cat if m["id"] in want), key=lambda m: (cost(m), order[m["id"]]))
     if a.ci:
         cat = [m for m in cat if m["ci"]]
     if a.check:
