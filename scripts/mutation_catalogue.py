@@ -17,6 +17,14 @@ both families from those tests' own output instead of re-planting them.
 """
 
 M = []
+# The CUDA kernel mutants: planted by their runtime switch (backend/cuda/mutant.hpp,
+# no rebuild) and run on the device by mutation_report.py --cuda
+# (tests/cuda/mutation_runtime_test.cpp: the start-up gates and the live audits).
+CUDA = []
+
+
+def cuda_mutant(id, enum, desc):
+    CUDA.append(dict(id=id, enum=enum, area="cuda kernels", kind="local", desc=desc))
 
 
 def mutant(id, area, file, find, repl, kind="local", suite="model", desc="", count=1, family=None, op=None, ci=False,
@@ -240,3 +248,20 @@ mutant("history-bitlinear-decision-flip", "history (3fef999)", "tests/model/mode
                {"LOCKSTEP_SEED": "6608125647251228489"})],
        desc="the float loss compared with double's own BitLinear decisions: fails about one seed in 30 (the "
             "repeat runner's seed reproduces it)")
+
+
+# --- CUDA kernels (runtime switches; the device half of the report) --------------
+cuda_mutant("cuda-gemm-assign-not-accumulate", "gemm_assign_not_accumulate", "GEMM: acc = a·b instead of acc = fma(a, b, acc)")
+cuda_mutant("cuda-gemm-no-bounds-guard", "gemm_no_bounds_guard", "GEMM: loads past the matrix edge without the guard")
+cuda_mutant("cuda-gemm-skip-last-column", "gemm_skip_last_column", "GEMM: the last output column is never written")
+cuda_mutant("cuda-gemm-missing-barrier", "gemm_missing_barrier", "GEMM: a tile overwritten before every thread read it")
+cuda_mutant("cuda-attention-drop-scale", "attention_drop_scale", "attention: scores without the 1/sqrt(Dh) factor")
+cuda_mutant("cuda-residual-flush-negative-zero", "residual_flush_negative_zero", "residual add: -0 written as +0")
+cuda_mutant("cuda-layernorm-fused-mul-add", "layernorm_fused_mul_add", "LayerNorm: fma where the spec has mul then add")
+cuda_mutant("cuda-adamw-decay-every-tensor", "adamw_decay_every_tensor", "AdamW decays norms and biases too")
+cuda_mutant("cuda-clip-without-epsilon", "clip_without_epsilon", "clip = max_norm / norm, the + 1e-6 dropped")
+cuda_mutant("cuda-clip-scales-up", "clip_scales_up", "the clip applied whenever it is not 1 (small gradients scaled up)")
+cuda_mutant("cuda-int8-dp4a-int16-accumulator", "int8_dp4a_int16_accumulator", "DP4A int8 GEMM sums in int16 (wraps)")
+cuda_mutant("cuda-int8-imma-k-tail-dropped", "int8_imma_k_tail_dropped", "IMMA int8 GEMM: a ragged K loses its tail tile")
+cuda_mutant("cuda-int8-imma-last-column-skipped", "int8_imma_last_column_skipped",
+            "IMMA int8 GEMM: an odd M's last column not stored")

@@ -29,8 +29,9 @@ output split by row):
   resume       tests/train/resume_state_test (a resumed run's state and metrics)
   regression   a self-corpus entry's own regression test (tests/history and the tests its fix added)
   golden       the golden weight hashes (test_golden) and the reductions' golden values
-Start-up gates and live audits run on the GPU (tests/cuda/gate_mutants_test.cpp plants
-backend/cuda/mutant.hpp's kernel mutants in-process): not here.
+Start-up gates and live audits run on the GPU: --cuda (on the device) plants each CUDA
+kernel mutant of the catalogue (mutation_catalogue.CUDA) by its runtime switch and runs
+tests/cuda/mutation_runtime_test.cpp (the gates, then the audits of a micro model's pass).
 
 A mutant is CAUGHT when an instrument other than the golden hashes fails,
 GOLDEN-ONLY when only those do, MISSED when none does. The score is
@@ -313,6 +314,77 @@ def existing_catalogues(s):
     return "\n".join(lines)
 
 
+def cuda_report(a, log):
+    """The CUDA half, on the device: every CUDA kernel mutant of the catalogue
+    (mutation_catalogue.CUDA) planted by its runtime switch (backend/cuda/mutant.hpp:
+    one build, no recompiling per mutant) against the start-up gates and the live
+    audits (tests/cuda/mutation_runtime_test.cpp). Configures --build-dir with
+    -DLOCKSTEP_CUDA=ON when it is not a configured build (ccache when on PATH),
+    builds the one test binary with every core, runs it, prints the table.
+    Exit 0 only when every CUDA mutant is caught and the clean kernels pass."""
+    build = os.path.abspath(a.build_dir)
+    env = dict(os.environ, GTEST_FAIL_FAST="0")
+    if not os.path.exists(os.path.join(build, "build.ninja")):
+        launch = ["-DCMAKE_CXX_COMPILER_LAUNCHER=ccache", "-DCMAKE_CUDA_COMPILER_LAUNCHER=ccache"] \
+            if shutil.which("ccache") else []
+        cmd = (f"cmake -S {ROOT} -B {build} -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOCKSTEP_CUDA=ON "
+               f"-DLOCKSTEP_WERROR=ON {' '.join(launch)}")
+        rc, out, dt = sh(cmd, ROOT, env=env)
+        log(f"configure: rc {rc}, {dt:.0f}s")
+        if rc != 0:
+            print(out[-4000:])
+            return 1
+    jobs = a.jobs or os.cpu_count() or 2
+    rc, out, dt = sh(f"cmake --build {build} -j {jobs} --target test_cuda_mutation_runtime", ROOT, env=env)
+    log(f"build of test_cuda_mutation_runtime (-j {jobs}): rc {rc}, {dt:.0f}s")
+    if rc != 0:
+        print(out[-4000:])
+        return 1
+    binary = os.path.join(build, "tests/cuda/test_cuda_mutation_runtime")
+    rc, out, dt = sh(binary, build, env=env)
+    log(f"test_cuda_mutation_runtime: rc {rc}, {dt:.0f}s")
+    if "SKIPPED" in out and "MUTANT " not in out:
+        print(out[-2000:])
+        print("no GPU here: run this mode on the device")
+        return 77
+    got = {}
+    for line in out.splitlines():
+        m = re.match(r"^MUTANT (\S+) gates (\d+)/(\d+) audits (\S+) first: ?(.*)$", line)
+        if m:
+            got[m.group(1)] = dict(rejected=int(m.group(2)), outcomes=int(m.group(3)), audits=m.group(4),
+                                   first=m.group(5))
+    lines = ["| mutant | kernel bug | start-up gates | live audits | verdict |", "|---|---|---|---|---|"]
+    missed = []
+    for c in mutation_catalogue.CUDA:
+        g = got.get(c["id"])
+        if g is None:
+            lines.append(f"| `{c['id']}` | {c['desc']} | not run | not run | not measured |")
+            missed.append(c["id"])
+            continue
+        audits = g["audits"]
+        caught_by_audit = audits != "-" and int(audits.split("/")[0]) > 0
+        gates = f"x ({g['rejected']} of {g['outcomes']})" if g["rejected"] else f"- (0 of {g['outcomes']})"
+        audit_cell = "not audited" if audits == "-" else (f"x ({audits.replace('/', ' mismatches of ')} launches)"
+                                                          if caught_by_audit else f"- (0 of {audits.split('/')[1]} launches)")
+        caught = g["rejected"] > 0 or caught_by_audit
+        if not caught:
+            missed.append(c["id"])
+        lines.append(f"| `{c['id']}` | {c['desc']} | {gates} | {audit_cell} | {'caught' if caught else 'MISSED'} |")
+    n = len(mutation_catalogue.CUDA)
+    lines += ["", f"CUDA kernel mutants caught at run time: {n - len(missed)}/{n}"
+              f"{' (missed or not run: ' + ', '.join(missed) + ')' if missed else ''}; "
+              f"test_cuda_mutation_runtime rc {rc}."]
+    table = "\n".join(lines)
+    print(table)
+    if rc != 0:
+        fails = [l for l in out.splitlines() if "Failure" in l or "[  FAILED" in l or "error" in l.lower()]
+        print("\n".join(fails[:20]))
+    if a.markdown:
+        with open(a.markdown, "w") as f:
+            f.write(table + "\n")
+    return 0 if rc == 0 and not missed else 1
+
+
 def main():
     import signal
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # revert the planted mutant (finally) on kill
@@ -330,6 +402,10 @@ def main():
                     help="the table from the per-mutant lines of earlier runs' output (later lines win)")
     ap.add_argument("--scratch", action="store_true", help="plant in a worktree of HEAD, not in this checkout")
     ap.add_argument("--skip-baseline", action="store_true", help="trust that the unmutated tree passes")
+    ap.add_argument("--cuda", action="store_true",
+                    help="the CUDA half, on the device: the CUDA kernel mutants against the start-up gates and "
+                         "the live audits (configures --build-dir with -DLOCKSTEP_CUDA=ON if needed)")
+    ap.add_argument("--jobs", type=int, default=0, help="--cuda: build jobs (default: every core)")
     a = ap.parse_args()
     start = time.time()
 
@@ -366,6 +442,8 @@ def main():
         print(f"{len(cat)} mutants, {bad} do not apply")
         return 1 if bad else 0
 
+    if a.cuda:
+        return cuda_report(a, log)
     if a.table_from_log:
         return table_from_logs(a.table_from_log, a.markdown)
     s = Scratch(a.build_dir, log, not a.scratch, a.ci)
