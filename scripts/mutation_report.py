@@ -212,18 +212,44 @@ class Scratch:
         subprocess.run(["git", "checkout", "--quiet", "--", m["file"]], cwd=self.tree, check=True)
 
 
+def failed_tests(out):
+    """The gtest names that failed ("Suite.Name", parameters dropped), in order."""
+    names = []
+    for line in out.splitlines():
+        t = re.match(r"^\[  FAILED  \] ([A-Za-z0-9_]+\.[A-Za-z0-9_]+)", line)
+        if t and t.group(1) not in names:
+            names.append(t.group(1))
+    return names
+
+
 def run_instruments(s, m, log):
-    caught, times = {}, {}
+    caught, times, properties = {}, {}, []
     for name, target, binary, gfilter, env in instruments(m):
+        if name == "metamorphic":
+            env = dict(env, GTEST_FAIL_FAST="0")  # every property: the report names which ones catch it
         rc, out, dt = s.run(binary, gfilter, env)
         times[f"{target}:{gfilter}"] = round(dt, 1)
         if rc == 0:
             continue
+        if name == "metamorphic":
+            properties = failed_tests(out) or ["?"]
         names = classify_ops_output(out) if name == "FD+float=double+algebra" else {name}
         first = next((l for l in out.splitlines() if "Failure" in l or "FAIL" in l), out.strip()[-200:])
         for n in names:
             caught.setdefault(n, f"{target}: {first.strip()[:160]}")
+    if properties:
+        caught["metamorphic"] = "+".join(properties)
     return caught, times
+
+
+def instrument_label(k, caught):
+    """An instrument's name in the log; the metamorphic one with the properties that failed."""
+    return f"metamorphic[{caught[k]}]" if k == "metamorphic" and caught[k] and "[" not in caught[k] \
+        and ":" not in caught[k] else k
+
+
+def short_property(name):
+    return name.split(".", 1)[-1]
 
 
 def verdict(caught, m):
@@ -245,7 +271,9 @@ def markdown(results, head, seconds):
              "| mutant | area | kind | " + " | ".join(ORDER) + " | verdict |",
              "|---|---|---|" + "---|" * len(ORDER) + "---|"]
     for r in results:
-        cells = ["x" if k in r["caught"] else "" for k in ORDER]
+        cells = [("x" if k != "metamorphic" or ":" in r["caught"][k] or not r["caught"][k]
+                  else ", ".join(short_property(p) for p in r["caught"][k].split("+"))) if k in r["caught"] else ""
+                 for k in ORDER]
         lines.append(f"| `{r['id']}` | {r['area']} | {'fwd-consistent' if r['kind'] != 'local' else 'local'} | "
                      + " | ".join(cells) + f" | {r['verdict']} |")
     counted = [r for r in results if r["verdict"] not in ("equivalent", "does not compile")]
@@ -258,6 +286,15 @@ def markdown(results, head, seconds):
               f"{' (' + ', '.join(missed) + ')' if missed else ''}; equivalent (must survive) "
               f"{sum(r['verdict'] == 'equivalent' for r in results)}. Forward-consistent: "
               f"{sum(r['verdict'] == 'caught' for r in fc)}/{len(fc)} caught by something other than a golden hash."]
+    by_property = {}
+    for r in results:
+        v = r["caught"].get("metamorphic", "")
+        if v and ":" not in v:
+            for p in v.split("+"):
+                by_property.setdefault(p, []).append(r["id"])
+    if by_property:
+        lines += ["", "Per property (tests/property, each run in full for every mutant): " + "; ".join(
+            f"`{p}` {len(ids)} ({', '.join(ids)})" for p, ids in sorted(by_property.items())) + "."]
     return "\n".join(lines)
 
 
@@ -275,7 +312,11 @@ def table_from_logs(paths, out_path):
             if m and m.group(2) in by_id:
                 last = float(m.group(1))
                 names = [] if m.group(4) == "-" else [x.strip() for x in m.group(4).split(",")]
-                got[m.group(2)] = dict(by_id[m.group(2)], caught={n: "" for n in names}, verdict=m.group(3))
+                caught = {}
+                for n in names:
+                    pm = re.match(r"^metamorphic\[(.*)\]$", n)
+                    caught["metamorphic" if pm else n] = pm.group(1) if pm else ""
+                got[m.group(2)] = dict(by_id[m.group(2)], caught=caught, verdict=m.group(3))
         seconds += last
     results = [got[m["id"]] for m in mutation_catalogue.M if m["id"] in got]
     table = markdown(results, "+".join(dict.fromkeys(heads)) or "?", seconds)
@@ -494,7 +535,7 @@ def main():
         finally:
             s.revert(m)
         results.append(r)
-        log(f"{m['id']:32s} {r['verdict']:16s} {', '.join(k for k in ORDER if k in r['caught']) or '-'}"
+        log(f"{m['id']:32s} {r['verdict']:16s} {', '.join(instrument_label(k, r['caught']) for k in ORDER if k in r['caught']) or '-'}"
             f"  (build {r['build_s']}s)")
     s.build_targets(targets, None)  # leave the scratch build unmutated
 
