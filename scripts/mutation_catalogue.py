@@ -216,6 +216,13 @@ mutant("ternary-scale-mean-off-by-one", "ops", Q, "M::sum(a.data(), n) / static_
        "M::sum(a.data(), n) / static_cast<T>(n + 1)", FC, family="bitnet", op="bitlinear",
        desc="BitLinear's absmean divides by numel + 1: off at unit scale (all-±1 weights)")
 
+mutant("pretok-digit-run-of-4", "tokenizers", "src/lockstep/tok/pretokenize.cpp",
+       "for (int n = 0; n < 3 && !t.end(k); ++n) {", "for (int n = 0; n < 4 && !t.end(k); ++n) {", suite="tok",
+       desc="cl100k / LLaMA-3 pre-tokenizer: digit runs of up to 4 (\\p{N}{1,3} off by one)")
+mutant("tok-repeat-cache-first-id-only", "tokenizers", BP, "it->second.second = out.size() - it->second.first;",
+       "it->second.second = 1;", suite="tok",
+       desc="the repeated-piece cache records one id: a repeated multi-token word keeps only its first token")
+
 # --- the self-corpus: this project's own bugs, re-planted -------------------------
 # Each entry reverses the fix of a bug the git history names, and lists the
 # regression test that now guards it ("regression"), besides its area's instruments.
