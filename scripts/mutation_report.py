@@ -248,8 +248,25 @@ def instrument_label(k, caught):
         and ":" not in caught[k] else k
 
 
+# tests/property's tests by a short tag for the table (the summary line names them in full).
+PROPERTY_TAGS = {
+    "Metamorphic.PermutingBatchRowsPermutesTheOutputsBitForBit": "permute",
+    "Metamorphic.AFutureTokenChangesNoEarlierOutput": "causal",
+    "Metamorphic.ARowsOutputsDoNotDependOnTheOtherRowsOfItsBatch": "batch-invariant",
+    "Metamorphic.TheLossIsTheMeanOfThePositionLossesWithATarget": "loss-mean",
+    "Absolute.UniformLogitsGiveLogVocab": "log-V",
+    "Absolute.LinearLayersScaleExactlyWithPowersOfTwo": "pow2-scaling",
+    "Absolute.AtUnitScalesTheUnitsAreTheExactIntegerDotProduct": "unit-scale",
+    "Absolute.SoftmaxRowsSumToOneWithinTheProvenBound": "softmax-sum",
+    "Absolute.AttentionOneKeyIsTheValueIdenticalKeysAverageTheValues": "one-key",
+    "Absolute.RopeAtPositionOneRotatesPairJByThetaToTheMinusTwoJOverD": "rope-angle",
+    "Absolute.TheNormsHonourEps": "norm-eps",
+    "Absolute.ActivationsAreTheirPublishedFormulas": "activations",
+}
+
+
 def short_property(name):
-    return name.split(".", 1)[-1]
+    return PROPERTY_TAGS.get(name, name.split(".", 1)[-1])
 
 
 def verdict(caught, m):
@@ -293,8 +310,8 @@ def markdown(results, head, seconds):
             for p in v.split("+"):
                 by_property.setdefault(p, []).append(r["id"])
     if by_property:
-        lines += ["", "Per property (tests/property, each run in full for every mutant): " + "; ".join(
-            f"`{p}` {len(ids)} ({', '.join(ids)})" for p, ids in sorted(by_property.items())) + "."]
+        lines += ["", "Per property (tests/property, run in full for every mutant; the table's tag first): " + "; ".join(
+            f"{short_property(p)} = `{p}`: {', '.join(ids)}" for p, ids in sorted(by_property.items())) + "."]
     return "\n".join(lines)
 
 
@@ -347,8 +364,9 @@ def existing_catalogues(s):
         got = re.findall(r"mutant '([^']+)': (?:passes all \d+ op gate cases; )?rejected by (\d+) of (\d+)", out)
         skipped = "SKIPPED" in out and not got
         if skipped:
-            lines.append("- backend/cuda/mutant.hpp kernel mutants (test_cuda_gate_mutants): no GPU here; on the device: "
-                         "`ctest --test-dir build/release -L gpu -R CudaGateMutant --output-on-failure`.")
+            lines.append(f"- the {len(mutation_catalogue.CUDA)} CUDA kernel mutants (mutation_catalogue.CUDA): no GPU "
+                         "here; on the device: `python3 scripts/mutation_report.py --cuda --build-dir /tmp/mb` "
+                         "(start-up gates and live audits).")
         else:
             lines.append(f"- backend/cuda/mutant.hpp kernel mutants against the start-up gates (rc {rc}): "
                          + ", ".join(f"`{n}` {r}/{t}" for n, r, t in got) + ".")
