@@ -8,7 +8,8 @@ table the kernels take from the spec) — the bugs finite differences, the
 kernel bit tests and the gates cannot see by construction; "local" otherwise.
 `suite` names the instruments relevant to the code it lives in
 (mutation_report.py: SUITES); `family` narrows the golden run and `op` the
-kernel bit test where one applies.
+kernel bit test where one applies. `ci` (a rank, 1 first) puts a mutant in the CI sample
+(mutation_report.py --ci).
 
 The CUDA kernel mutants are backend/cuda/mutant.hpp's (planted in-process on the
 device by tests/cuda/gate_mutants_test.cpp); the wrong backwards are
@@ -135,7 +136,7 @@ mutant("adam-decay-everywhere", "optimizer", O, "float q = decay ? p * s.decay :
 mutant("clip-threshold-off", "optimizer", O, "Fp::div(max_norm, Fp::add(norm, 1e-6f))",
        "Fp::div(max_norm, Fp::add(norm, 1e-1f))", suite="train", desc="clip scale's epsilon 1e-1")
 mutant("schedule-warmup-off-by-one", "schedule", TO, "peak * static_cast<float>(step + 1) / static_cast<float>(s.warmup_steps)",
-       "peak * static_cast<float>(step) / static_cast<float>(s.warmup_steps)", suite="train", ci=True,
+       "peak * static_cast<float>(step) / static_cast<float>(s.warmup_steps)", suite="train", ci=3,
        desc="warmup starts at lr 0 (step instead of step + 1)")
 mutant("schedule-no-min-lr", "schedule", TO, "const float lo = peak * static_cast<float>(s.min_lr_ratio);",
        "const float lo = 0.0f;", suite="train", desc="cosine decays to 0, ignoring min_lr_ratio")
@@ -161,7 +162,7 @@ mutant("lr-schedule-step-plus-one", "trainer wiring", TR, "const float lr = lear
 # --- checkpoint / resume ----------------------------------------------------------
 RN = "src/lockstep/train/run.cpp"
 mutant("resume-forgets-tokens-seen", "checkpoint/resume", RN, "    tokens_seen = ck->meta.tokens_seen;\n", "\n",
-       suite="train", ci=True, desc="a resume that forgets the tokens-seen counter")
+       suite="train", ci=1, desc="a resume that forgets the tokens-seen counter")
 mutant("resume-keeps-stale-metrics", "checkpoint/resume", RN,
        '.at("step").get<std::int64_t>() <= keep_through_step)', '.at("step").get<std::int64_t>() >= 0)',
        suite="train", desc="a resume keeps metrics lines after its checkpoint (written twice)")
@@ -194,7 +195,7 @@ mutant("bpe-merge-priority-reversed", "tokenizers", BP, "m->priority < best->pri
 # the report's metamorphic column must show it (issue 17: each property catches one).
 CA = "src/lockstep/backend/cpu/attention.cpp"
 mutant("cpu-attention-keys-stale-across-batch", "cpu kernels", CA, "if (b != last_b || g != last_g) transpose(",
-       "if (g != last_g) transpose(", op="attention", family="llama", ci=True,
+       "if (g != last_g) transpose(", op="attention", family="llama", ci=2,
        desc="batch coupling: the transposed keys are reused when the batch changes but the kv head does not "
             "(MQA: every row attends to batch 0's keys)")
 mutant("cpu-attention-causal-sees-next", "cpu kernels", CA, "const std::size_t j1 = std::min(j0 + KB, i + 1);",

@@ -36,7 +36,7 @@ tests/cuda/mutation_runtime_test.cpp (the gates, then the audits of a micro mode
 A mutant is CAUGHT when an instrument other than the golden hashes fails,
 GOLDEN-ONLY when only those do, MISSED when none does. The score is
 caught / (mutants - equivalent ones), golden-only catches not counted.
---ci plants the mutants marked ci=True (cheap ones: one .cpp each) within
+--ci plants the mutants with a ci rank (cheap ones: one .cpp each), rank order, within
 --budget and exits 0 when each is caught; exit 77 (skip) if the scratch build
 alone spends the budget.
 """
@@ -490,7 +490,8 @@ def main():
         order = {i: n for n, i in enumerate(a.only.split(","))}
         cat = sorted((m for m in cat if m["id"] in want), key=lambda m: order[m["id"]])
     if a.ci:
-        cat = [m for m in cat if m["ci"]]
+        # ci holds a rank (1 first): under a --budget the sample keeps its most telling mutants.
+        cat = sorted((m for m in cat if m["ci"]), key=lambda m: int(m["ci"]))
     if a.check:
         bad = 0
         for m in cat:
@@ -536,9 +537,13 @@ def main():
         log(f"baseline: {len(seen)} instrument runs pass on the unmutated tree")
 
     results = []
+    planting_started = time.time()
     for m in cat:
-        if a.budget > 0 and time.time() - start > a.budget:
-            log(f"budget spent: {m['id']} and later not planted")
+        # A mutant is started only if one more, at the mean cost so far, fits the budget.
+        mean = (time.time() - planting_started) / len(results) if results else 0.0
+        if a.budget > 0 and time.time() - start + mean > a.budget:
+            log(f"budget: {m['id']} and later not planted (one more would end at "
+                f"{time.time() - start + mean:.0f}s of {a.budget:.0f}s)")
             break
         s.apply(m)
         try:
