@@ -204,6 +204,9 @@ mutant("cpu-attention-causal-sees-next", "cpu kernels", CA, "const std::size_t j
 mutant("cpu-ce-ignored-row-loss", "cpu kernels", C, "loss[n] = t < 0 ? 0.0f : l - z[static_cast<std::size_t>(t)];",
        "loss[n] = l - z[static_cast<std::size_t>(t < 0 ? 0 : t)];", op="cross_entropy",
        desc="the fast cross-entropy forgets the ignore mask: a row without a target adds a loss")
+mutant("cpu-ce-exp-misses-last", "cpu kernels", C, "      exp_n(e, e, V);  // e_j = exp(z_j - m)",
+       "      exp_n(e, e, V - 1);  // e_j = exp(z_j - m)", op="cross_entropy",
+       desc="the fast cross-entropy's exp call one entry short: the last logit enters the sum unexponentiated")
 mutant("act-quant-floor-added", "ops", Q, "const T m = max2(M::max(a.data(), cols), floor_value);",
        "const T m = M::max(a.data(), cols) + floor_value;", FC, family="bitnet", op="bitlinear",
        desc="the activation absmax floor added instead of clamped: not homogeneous (a power-of-two scaling of x "
