@@ -8,7 +8,8 @@ table the kernels take from the spec) — the bugs finite differences, the
 kernel bit tests and the gates cannot see by construction; "local" otherwise.
 `suite` names the instruments relevant to the code it lives in
 (mutation_report.py: SUITES); `family` narrows the golden run and `op` the
-kernel bit test where one applies.
+kernel bit test where one applies. `ci` (a rank, 1 first) puts a mutant in the CI sample
+(mutation_report.py --ci).
 
 The CUDA kernel mutants are backend/cuda/mutant.hpp's (planted in-process on the
 device by tests/cuda/gate_mutants_test.cpp); the wrong backwards are
@@ -17,6 +18,14 @@ both families from those tests' own output instead of re-planting them.
 """
 
 M = []
+# The CUDA kernel mutants: planted by their runtime switch (backend/cuda/mutant.hpp,
+# no rebuild) and run on the device by mutation_report.py --cuda
+# (tests/cuda/mutation_runtime_test.cpp: the start-up gates and the live audits).
+CUDA = []
+
+
+def cuda_mutant(id, enum, desc):
+    CUDA.append(dict(id=id, enum=enum, area="cuda kernels", kind="local", desc=desc))
 
 
 def mutant(id, area, file, find, repl, kind="local", suite="model", desc="", count=1, family=None, op=None, ci=False,
@@ -73,10 +82,10 @@ mutant("attention-scale-spec", "ops", AT, ": T(1) / Math<T>::sqrt(static_cast<T>
        ": T(1) / static_cast<T>(c.head_dim);", FC, op="attention",
        desc="attention scale_of (shared with the kernels) 1/d")
 mutant("gqa-head-map-modulo", "ops", AT, "const std::size_t g = h / (c.q_heads / c.kv_heads);",
-       "const std::size_t g = h % c.kv_heads;", count=3, family="llama", op="attention",
+       "const std::size_t g = h % c.kv_heads;", count=4, family="llama", op="attention",
        desc="grouped-query head map h % Hkv instead of h / group (spec)")
-mutant("causal-mask-off-by-one", "ops", AT, "const std::size_t j1 = std::min(j0 + c.key_block, i + 1);",
-       "const std::size_t j1 = std::min(j0 + c.key_block, std::min(i + 2, c.seq));", op="attention",
+mutant("causal-mask-off-by-one", "ops", AT, "c.kv_heads * c.head_dim, i + 1, scale, o, lse);",
+       "c.kv_heads * c.head_dim, std::min(i + 2, c.seq), scale, o, lse);", op="attention",
        desc="causal mask lets row i see key i+1 (spec forward)")
 Q = "src/lockstep/ops/quant.hpp"
 mutant("act-quant-128", "ops", Q, "const T inv = T(127) / m;", "const T inv = T(128) / m;", family="bitnet",
@@ -127,7 +136,7 @@ mutant("adam-decay-everywhere", "optimizer", O, "float q = decay ? p * s.decay :
 mutant("clip-threshold-off", "optimizer", O, "Fp::div(max_norm, Fp::add(norm, 1e-6f))",
        "Fp::div(max_norm, Fp::add(norm, 1e-1f))", suite="train", desc="clip scale's epsilon 1e-1")
 mutant("schedule-warmup-off-by-one", "schedule", TO, "peak * static_cast<float>(step + 1) / static_cast<float>(s.warmup_steps)",
-       "peak * static_cast<float>(step) / static_cast<float>(s.warmup_steps)", suite="train", ci=True,
+       "peak * static_cast<float>(step) / static_cast<float>(s.warmup_steps)", suite="train", ci=3,
        desc="warmup starts at lr 0 (step instead of step + 1)")
 mutant("schedule-no-min-lr", "schedule", TO, "const float lo = peak * static_cast<float>(s.min_lr_ratio);",
        "const float lo = 0.0f;", suite="train", desc="cosine decays to 0, ignoring min_lr_ratio")
@@ -140,7 +149,8 @@ mutant("clip-before-accum-scale", "trainer wiring", "src/lockstep/train/step.cpp
        "const float grad_scale = ops::accum_grad_scale(static_cast<std::size_t>(accum_));",
        "const float grad_scale = 1.0f;", suite="train",
        desc="the 1/accum mean not applied before the norm and clip (sum of micro-batch gradients)")
-mutant("accum-overwrites", "trainer wiring", "src/lockstep/train/step.cpp", "batch_, seq_, a > 0,", "batch_, seq_, false,",
+mutant("accum-overwrites", "trainer wiring", "src/lockstep/train/step.cpp", "stages.micro_batch(a, a > 0);",
+       "stages.micro_batch(a, false);",
        suite="train", desc="each micro-batch overwrites the gradient instead of adding")
 mutant("data-order-step-ignored", "trainer wiring", TR,
        "data::sample_batch(train_, data_seed_, static_cast<std::uint64_t>(s), B * A, T)",
@@ -152,7 +162,7 @@ mutant("lr-schedule-step-plus-one", "trainer wiring", TR, "const float lr = lear
 # --- checkpoint / resume ----------------------------------------------------------
 RN = "src/lockstep/train/run.cpp"
 mutant("resume-forgets-tokens-seen", "checkpoint/resume", RN, "    tokens_seen = ck->meta.tokens_seen;\n", "\n",
-       suite="train", ci=True, desc="a resume that forgets the tokens-seen counter")
+       suite="train", ci=1, desc="a resume that forgets the tokens-seen counter")
 mutant("resume-keeps-stale-metrics", "checkpoint/resume", RN,
        '.at("step").get<std::int64_t>() <= keep_through_step)', '.at("step").get<std::int64_t>() >= 0)',
        suite="train", desc="a resume keeps metrics lines after its checkpoint (written twice)")
@@ -180,11 +190,48 @@ BP = "src/lockstep/tok/bpe.cpp"
 mutant("bpe-merge-priority-reversed", "tokenizers", BP, "m->priority < best->priority", "m->priority > best->priority",
        suite="tok", desc="BPE applies the lowest-priority merge first")
 
+# --- aimed at the metamorphic properties and absolutes (tests/property) -------------
+# Each is a bug a relation or a definitional absolute sees without a reference:
+# the report's metamorphic column must show it (issue 17: each property catches one).
+CA = "src/lockstep/backend/cpu/attention.cpp"
+mutant("cpu-attention-keys-stale-across-batch", "cpu kernels", CA, "if (b != last_b || g != last_g) transpose(",
+       "if (g != last_g) transpose(", op="attention", family="llama", ci=2,
+       desc="batch coupling: the transposed keys are reused when the batch changes but the kv head does not "
+            "(MQA: every row attends to batch 0's keys)")
+mutant("cpu-attention-causal-sees-next", "cpu kernels", CA, "const std::size_t j1 = std::min(j0 + KB, i + 1);",
+       "const std::size_t j1 = std::min(j0 + KB, std::min(i + 2, i_last + 1));", op="attention",
+       desc="causal mask off by one in the fast kernel: row i's softmax takes key i+1's score")
+mutant("cpu-ce-ignored-row-loss", "cpu kernels", C, "loss[n] = t < 0 ? 0.0f : l - z[static_cast<std::size_t>(t)];",
+       "loss[n] = l - z[static_cast<std::size_t>(t < 0 ? 0 : t)];", op="cross_entropy",
+       desc="the fast cross-entropy forgets the ignore mask: a row without a target adds a loss")
+mutant("cpu-ce-exp-misses-last", "cpu kernels", C, "      exp_n(e, e, V);  // e_j = exp(z_j - m)",
+       "      exp_n(e, e, V - 1);  // e_j = exp(z_j - m)", op="cross_entropy",
+       desc="the fast cross-entropy's exp call one entry short: the last logit enters the sum unexponentiated")
+mutant("act-quant-floor-added", "ops", Q, "const T m = max2(M::max(a.data(), cols), floor_value);",
+       "const T m = M::max(a.data(), cols) + floor_value;", FC, family="bitnet", op="bitlinear",
+       desc="the activation absmax floor added instead of clamped: not homogeneous (a power-of-two scaling of x "
+            "no longer scales y exactly)")
+mutant("units-dequant-step-128", "ops", Q, "r.step[n] = m / T(127);", "r.step[n] = m / T(128);", FC,
+       family="bitnet", op="bitlinear", desc="the int8 dequantization step m/128 (codes still in steps of m/127): "
+                                             "off at unit scale")
+mutant("softmax-sum-drops-last", "ops", SM, "const T s = M::sum(y, C);", "const T s = M::sum(y, C > 1 ? C - 1 : C);",
+       op="softmax", desc="softmax normalizes by the sum of all but the last entry")
+mutant("ternary-scale-mean-off-by-one", "ops", Q, "M::sum(a.data(), n) / static_cast<T>(n)",
+       "M::sum(a.data(), n) / static_cast<T>(n + 1)", FC, family="bitnet", op="bitlinear",
+       desc="BitLinear's absmean divides by numel + 1: off at unit scale (all-±1 weights)")
+
+mutant("pretok-digit-run-of-4", "tokenizers", "src/lockstep/tok/pretokenize.cpp",
+       "for (int n = 0; n < 3 && !t.end(k); ++n) {", "for (int n = 0; n < 4 && !t.end(k); ++n) {", suite="tok",
+       desc="cl100k / LLaMA-3 pre-tokenizer: digit runs of up to 4 (\\p{N}{1,3} off by one)")
+mutant("tok-repeat-cache-first-id-only", "tokenizers", BP, "it->second.second = out.size() - it->second.first;",
+       "it->second.second = 1;", suite="tok",
+       desc="the repeated-piece cache records one id: a repeated multi-token word keeps only its first token")
+
 # --- the self-corpus: this project's own bugs, re-planted -------------------------
 # Each entry reverses the fix of a bug the git history names, and lists the
 # regression test that now guards it ("regression"), besides its area's instruments.
 mutant("history-token-ids-unchecked", "history (ed48827)", T, "      ops::Embedding::row_of(ec, ids[n]);\n",
-       "      (void)ec;\n", suite="model",
+       "      (void)ec;\n      (void)ids;\n", suite="model",
        tests=[("regression", "test_model_cpu", "tests/model/test_model_cpu", "CpuModel.BadTokens*")],
        desc="token ids not checked on the host before a pass (the GPU read outside the table)")
 mutant("history-rdb-size-claim", "history (rdata)", "src/lockstep/data/rdata.cpp",
@@ -212,3 +259,20 @@ mutant("history-bitlinear-decision-flip", "history (3fef999)", "tests/model/mode
                {"LOCKSTEP_SEED": "6608125647251228489"})],
        desc="the float loss compared with double's own BitLinear decisions: fails about one seed in 30 (the "
             "repeat runner's seed reproduces it)")
+
+
+# --- CUDA kernels (runtime switches; the device half of the report) --------------
+cuda_mutant("cuda-gemm-assign-not-accumulate", "gemm_assign_not_accumulate", "GEMM: acc = a·b instead of acc = fma(a, b, acc)")
+cuda_mutant("cuda-gemm-no-bounds-guard", "gemm_no_bounds_guard", "GEMM: loads past the matrix edge without the guard")
+cuda_mutant("cuda-gemm-skip-last-column", "gemm_skip_last_column", "GEMM: the last output column is never written")
+cuda_mutant("cuda-gemm-missing-barrier", "gemm_missing_barrier", "GEMM: a tile overwritten before every thread read it")
+cuda_mutant("cuda-attention-drop-scale", "attention_drop_scale", "attention: scores without the 1/sqrt(Dh) factor")
+cuda_mutant("cuda-residual-flush-negative-zero", "residual_flush_negative_zero", "residual add: -0 written as +0")
+cuda_mutant("cuda-layernorm-fused-mul-add", "layernorm_fused_mul_add", "LayerNorm: fma where the spec has mul then add")
+cuda_mutant("cuda-adamw-decay-every-tensor", "adamw_decay_every_tensor", "AdamW decays norms and biases too")
+cuda_mutant("cuda-clip-without-epsilon", "clip_without_epsilon", "clip = max_norm / norm, the + 1e-6 dropped")
+cuda_mutant("cuda-clip-scales-up", "clip_scales_up", "the clip applied whenever it is not 1 (small gradients scaled up)")
+cuda_mutant("cuda-int8-dp4a-int16-accumulator", "int8_dp4a_int16_accumulator", "DP4A int8 GEMM sums in int16 (wraps)")
+cuda_mutant("cuda-int8-imma-k-tail-dropped", "int8_imma_k_tail_dropped", "IMMA int8 GEMM: a ragged K loses its tail tile")
+cuda_mutant("cuda-int8-imma-last-column-skipped", "int8_imma_last_column_skipped",
+            "IMMA int8 GEMM: an odd M's last column not stored")

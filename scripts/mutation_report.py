@@ -29,13 +29,14 @@ output split by row):
   resume       tests/train/resume_state_test (a resumed run's state and metrics)
   regression   a self-corpus entry's own regression test (tests/history and the tests its fix added)
   golden       the golden weight hashes (test_golden) and the reductions' golden values
-Start-up gates and live audits run on the GPU (tests/cuda/gate_mutants_test.cpp plants
-backend/cuda/mutant.hpp's kernel mutants in-process): not here.
+Start-up gates and live audits run on the GPU: --cuda (on the device) plants each CUDA
+kernel mutant of the catalogue (mutation_catalogue.CUDA) by its runtime switch and runs
+tests/cuda/mutation_runtime_test.cpp (the gates, then the audits of a micro model's pass).
 
 A mutant is CAUGHT when an instrument other than the golden hashes fails,
 GOLDEN-ONLY when only those do, MISSED when none does. The score is
 caught / (mutants - equivalent ones), golden-only catches not counted.
---ci plants the mutants marked ci=True (cheap ones: one .cpp each) within
+--ci plants the mutants with a ci rank (cheap ones: one .cpp each), rank order, within
 --budget and exits 0 when each is caught; exit 77 (skip) if the scratch build
 alone spends the budget.
 """
@@ -138,14 +139,15 @@ def sh(cmd, cwd, timeout=None, env=None):
 
 
 class Scratch:
-    def __init__(self, build_dir, log, in_place, ci=False):
+    def __init__(self, build_dir, log, in_place, ci=False, cuda_off=False):
         self.log = log
         self.ci = ci
+        self.cuda_off = cuda_off
         self.src_build = os.path.abspath(build_dir)
         self.in_place = in_place
         self.base = os.path.join(self.src_build, "mutants")
         self.tree = ROOT if in_place else os.path.join(self.base, "tree")
-        self.build = self.src_build if in_place else os.path.join(self.tree, "build", "m")
+        self.build = self.src_build if in_place else os.path.join(self.tree, "build", "m-cpu" if cuda_off else "m")
         self.env = dict(os.environ, OMP_WAIT_POLICY="passive", GTEST_FAIL_FAST="1")
 
     def prepare(self):
@@ -189,7 +191,16 @@ class Scratch:
                 m = re.match(r"^([A-Z_]+):[A-Z]+=(.*)$", line.strip())
                 if m and m.group(1) in keep and m.group(2):
                     opts.append(f"-D{m.group(1)}={m.group(2)}")
+        if self.cuda_off:
+            # The CPU half needs no CUDA objects; without them a mutant in an op or
+            # number header rebuilds ~40% fewer objects (backend/cuda's host files
+            # include the op headers too). Its own build: cold unless ccache has it.
+            opts = [o for o in opts if not o.startswith("-DLOCKSTEP_CUDA=")] + ["-DLOCKSTEP_CUDA=OFF"]
         return opts
+
+    def has_target(self, target):
+        rc, out, _ = sh(f"ninja -C {self.build} -t query {target}", self.tree)
+        return rc == 0
 
     def build_targets(self, targets, timeout):
         return sh(f"nice -n 5 cmake --build {self.build} -j 2 --target {' '.join(sorted(set(targets)))}", self.tree,
@@ -211,18 +222,61 @@ class Scratch:
         subprocess.run(["git", "checkout", "--quiet", "--", m["file"]], cwd=self.tree, check=True)
 
 
+def failed_tests(out):
+    """The gtest names that failed ("Suite.Name", parameters dropped), in order."""
+    names = []
+    for line in out.splitlines():
+        t = re.match(r"^\[  FAILED  \] ([A-Za-z0-9_]+\.[A-Za-z0-9_]+)", line)
+        if t and t.group(1) not in names:
+            names.append(t.group(1))
+    return names
+
+
 def run_instruments(s, m, log):
-    caught, times = {}, {}
+    caught, times, properties = {}, {}, []
     for name, target, binary, gfilter, env in instruments(m):
+        if name == "metamorphic":
+            env = dict(env, GTEST_FAIL_FAST="0")  # every property: the report names which ones catch it
         rc, out, dt = s.run(binary, gfilter, env)
         times[f"{target}:{gfilter}"] = round(dt, 1)
         if rc == 0:
             continue
+        if name == "metamorphic":
+            properties = failed_tests(out) or ["?"]
         names = classify_ops_output(out) if name == "FD+float=double+algebra" else {name}
         first = next((l for l in out.splitlines() if "Failure" in l or "FAIL" in l), out.strip()[-200:])
         for n in names:
             caught.setdefault(n, f"{target}: {first.strip()[:160]}")
+    if properties:
+        caught["metamorphic"] = "+".join(properties)
     return caught, times
+
+
+def instrument_label(k, caught):
+    """An instrument's name in the log; the metamorphic one with the properties that failed."""
+    return f"metamorphic[{caught[k]}]" if k == "metamorphic" and caught[k] and "[" not in caught[k] \
+        and ":" not in caught[k] else k
+
+
+# tests/property's tests by a short tag for the table (the summary line names them in full).
+PROPERTY_TAGS = {
+    "Metamorphic.PermutingBatchRowsPermutesTheOutputsBitForBit": "permute",
+    "Metamorphic.AFutureTokenChangesNoEarlierOutput": "causal",
+    "Metamorphic.ARowsOutputsDoNotDependOnTheOtherRowsOfItsBatch": "batch-invariant",
+    "Metamorphic.TheLossIsTheMeanOfThePositionLossesWithATarget": "loss-mean",
+    "Absolute.UniformLogitsGiveLogVocab": "log-V",
+    "Absolute.LinearLayersScaleExactlyWithPowersOfTwo": "pow2-scaling",
+    "Absolute.AtUnitScalesTheUnitsAreTheExactIntegerDotProduct": "unit-scale",
+    "Absolute.SoftmaxRowsSumToOneWithinTheProvenBound": "softmax-sum",
+    "Absolute.AttentionOneKeyIsTheValueIdenticalKeysAverageTheValues": "one-key",
+    "Absolute.RopeAtPositionOneRotatesPairJByThetaToTheMinusTwoJOverD": "rope-angle",
+    "Absolute.TheNormsHonourEps": "norm-eps",
+    "Absolute.ActivationsAreTheirPublishedFormulas": "activations",
+}
+
+
+def short_property(name):
+    return PROPERTY_TAGS.get(name, name.split(".", 1)[-1])
 
 
 def verdict(caught, m):
@@ -244,7 +298,9 @@ def markdown(results, head, seconds):
              "| mutant | area | kind | " + " | ".join(ORDER) + " | verdict |",
              "|---|---|---|" + "---|" * len(ORDER) + "---|"]
     for r in results:
-        cells = ["x" if k in r["caught"] else "" for k in ORDER]
+        cells = [("x" if k != "metamorphic" or ":" in r["caught"][k] or not r["caught"][k]
+                  else ", ".join(short_property(p) for p in r["caught"][k].split("+"))) if k in r["caught"] else ""
+                 for k in ORDER]
         lines.append(f"| `{r['id']}` | {r['area']} | {'fwd-consistent' if r['kind'] != 'local' else 'local'} | "
                      + " | ".join(cells) + f" | {r['verdict']} |")
     counted = [r for r in results if r["verdict"] not in ("equivalent", "does not compile")]
@@ -257,6 +313,15 @@ def markdown(results, head, seconds):
               f"{' (' + ', '.join(missed) + ')' if missed else ''}; equivalent (must survive) "
               f"{sum(r['verdict'] == 'equivalent' for r in results)}. Forward-consistent: "
               f"{sum(r['verdict'] == 'caught' for r in fc)}/{len(fc)} caught by something other than a golden hash."]
+    by_property = {}
+    for r in results:
+        v = r["caught"].get("metamorphic", "")
+        if v and ":" not in v:
+            for p in v.split("+"):
+                by_property.setdefault(p, []).append(r["id"])
+    if by_property:
+        lines += ["", "Per property (tests/property, run in full for every mutant; the table's tag first): " + "; ".join(
+            f"{short_property(p)} = `{p}`: {', '.join(ids)}" for p, ids in sorted(by_property.items())) + "."]
     return "\n".join(lines)
 
 
@@ -274,7 +339,11 @@ def table_from_logs(paths, out_path):
             if m and m.group(2) in by_id:
                 last = float(m.group(1))
                 names = [] if m.group(4) == "-" else [x.strip() for x in m.group(4).split(",")]
-                got[m.group(2)] = dict(by_id[m.group(2)], caught={n: "" for n in names}, verdict=m.group(3))
+                caught = {}
+                for n in names:
+                    pm = re.match(r"^metamorphic\[(.*)\]$", n)
+                    caught["metamorphic" if pm else n] = pm.group(1) if pm else ""
+                got[m.group(2)] = dict(by_id[m.group(2)], caught=caught, verdict=m.group(3))
         seconds += last
     results = [got[m["id"]] for m in mutation_catalogue.M if m["id"] in got]
     table = markdown(results, "+".join(dict.fromkeys(heads)) or "?", seconds)
@@ -305,12 +374,84 @@ def existing_catalogues(s):
         got = re.findall(r"mutant '([^']+)': (?:passes all \d+ op gate cases; )?rejected by (\d+) of (\d+)", out)
         skipped = "SKIPPED" in out and not got
         if skipped:
-            lines.append("- backend/cuda/mutant.hpp kernel mutants (test_cuda_gate_mutants): no GPU here; on the device: "
-                         "`ctest --test-dir build/release -L gpu -R CudaGateMutant --output-on-failure`.")
+            lines.append(f"- the {len(mutation_catalogue.CUDA)} CUDA kernel mutants (mutation_catalogue.CUDA): no GPU "
+                         "here; on the device: `python3 scripts/mutation_report.py --cuda --build-dir /tmp/mb` "
+                         "(start-up gates and live audits).")
         else:
             lines.append(f"- backend/cuda/mutant.hpp kernel mutants against the start-up gates (rc {rc}): "
                          + ", ".join(f"`{n}` {r}/{t}" for n, r, t in got) + ".")
     return "\n".join(lines)
+
+
+def cuda_report(a, log):
+    """The CUDA half, on the device: every CUDA kernel mutant of the catalogue
+    (mutation_catalogue.CUDA) planted by its runtime switch (backend/cuda/mutant.hpp:
+    one build, no recompiling per mutant) against the start-up gates and the live
+    audits (tests/cuda/mutation_runtime_test.cpp). Configures --build-dir with
+    -DLOCKSTEP_CUDA=ON when it is not a configured build (ccache when on PATH),
+    builds the one test binary with every core, runs it, prints the table.
+    Exit 0 only when every CUDA mutant is caught and the clean kernels pass."""
+    build = os.path.abspath(a.build_dir)
+    env = dict(os.environ, GTEST_FAIL_FAST="0")
+    if not os.path.exists(os.path.join(build, "build.ninja")):
+        launch = ["-DCMAKE_CXX_COMPILER_LAUNCHER=ccache", "-DCMAKE_CUDA_COMPILER_LAUNCHER=ccache"] \
+            if shutil.which("ccache") else []
+        cmd = (f"cmake -S {ROOT} -B {build} -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOCKSTEP_CUDA=ON "
+               f"-DLOCKSTEP_WERROR=ON {' '.join(launch)}")
+        rc, out, dt = sh(cmd, ROOT, env=env)
+        log(f"configure: rc {rc}, {dt:.0f}s")
+        if rc != 0:
+            print(out[-4000:])
+            return 1
+    jobs = a.jobs or os.cpu_count() or 2
+    rc, out, dt = sh(f"cmake --build {build} -j {jobs} --target test_cuda_mutation_runtime", ROOT, env=env)
+    log(f"build of test_cuda_mutation_runtime (-j {jobs}): rc {rc}, {dt:.0f}s")
+    if rc != 0:
+        print(out[-4000:])
+        return 1
+    binary = os.path.join(build, "tests/cuda/test_cuda_mutation_runtime")
+    rc, out, dt = sh(binary, build, env=env)
+    log(f"test_cuda_mutation_runtime: rc {rc}, {dt:.0f}s")
+    if "SKIPPED" in out and "MUTANT " not in out:
+        print(out[-2000:])
+        print("no GPU here: run this mode on the device")
+        return 77
+    got = {}
+    for line in out.splitlines():
+        m = re.match(r"^MUTANT (\S+) gates (\d+)/(\d+) audits (\S+) first: ?(.*)$", line)
+        if m:
+            got[m.group(1)] = dict(rejected=int(m.group(2)), outcomes=int(m.group(3)), audits=m.group(4),
+                                   first=m.group(5))
+    lines = ["| mutant | kernel bug | start-up gates | live audits | verdict |", "|---|---|---|---|---|"]
+    missed = []
+    for c in mutation_catalogue.CUDA:
+        g = got.get(c["id"])
+        if g is None:
+            lines.append(f"| `{c['id']}` | {c['desc']} | not run | not run | not measured |")
+            missed.append(c["id"])
+            continue
+        audits = g["audits"]
+        caught_by_audit = audits != "-" and int(audits.split("/")[0]) > 0
+        gates = f"x ({g['rejected']} of {g['outcomes']})" if g["rejected"] else f"- (0 of {g['outcomes']})"
+        audit_cell = "not audited" if audits == "-" else (f"x ({audits.replace('/', ' mismatches of ')} launches)"
+                                                          if caught_by_audit else f"- (0 of {audits.split('/')[1]} launches)")
+        caught = g["rejected"] > 0 or caught_by_audit
+        if not caught:
+            missed.append(c["id"])
+        lines.append(f"| `{c['id']}` | {c['desc']} | {gates} | {audit_cell} | {'caught' if caught else 'MISSED'} |")
+    n = len(mutation_catalogue.CUDA)
+    lines += ["", f"CUDA kernel mutants caught at run time: {n - len(missed)}/{n}"
+              f"{' (missed or not run: ' + ', '.join(missed) + ')' if missed else ''}; "
+              f"test_cuda_mutation_runtime rc {rc}."]
+    table = "\n".join(lines)
+    print(table)
+    if rc != 0:
+        fails = [l for l in out.splitlines() if "Failure" in l or "[  FAILED" in l or "error" in l.lower()]
+        print("\n".join(fails[:20]))
+    if a.markdown:
+        with open(a.markdown, "w") as f:
+            f.write(table + "\n")
+    return 0 if rc == 0 and not missed else 1
 
 
 def main():
@@ -329,7 +470,14 @@ def main():
     ap.add_argument("--table-from-log", nargs="+", default=[],
                     help="the table from the per-mutant lines of earlier runs' output (later lines win)")
     ap.add_argument("--scratch", action="store_true", help="plant in a worktree of HEAD, not in this checkout")
+    ap.add_argument("--cuda-off", action="store_true",
+                    help="--scratch with its build configured -DLOCKSTEP_CUDA=OFF: the CPU half without the CUDA "
+                         "objects a header mutant would rebuild (cold the first time unless ccache has it)")
     ap.add_argument("--skip-baseline", action="store_true", help="trust that the unmutated tree passes")
+    ap.add_argument("--cuda", action="store_true",
+                    help="the CUDA half, on the device: the CUDA kernel mutants against the start-up gates and "
+                         "the live audits (configures --build-dir with -DLOCKSTEP_CUDA=ON if needed)")
+    ap.add_argument("--jobs", type=int, default=0, help="--cuda: build jobs (default: every core)")
     a = ap.parse_args()
     start = time.time()
 
@@ -338,7 +486,7 @@ def main():
 
     # Cheapest first (a .cpp with few dependents, then the engine's headers, then
     # the op and number headers every kernel set and the CUDA objects include),
-    # so that a --budget or an interrupted run has measured the most mutants.
+    # so that a --budget or an interrupted run has measured the most mutants; --only: the order given.
     def cost(m):
         f = m["file"]
         if f.endswith(".cpp"):
@@ -352,9 +500,11 @@ def main():
         unknown = want - {m["id"] for m in cat}
         if unknown:
             raise SystemExit(f"mutation_report: unknown mutant ids: {', '.join(sorted(unknown))}")
-        cat = [m for m in cat if m["id"] in want]
+        order = {i: n for n, i in enumerate(a.only.split(","))}
+        cat = sorted((m for m in cat if m["id"] in want), key=lambda m: order[m["id"]])
     if a.ci:
-        cat = [m for m in cat if m["ci"]]
+        # ci holds a rank (1 first): under a --budget the sample keeps its most telling mutants.
+        cat = sorted((m for m in cat if m["ci"]), key=lambda m: int(m["ci"]))
     if a.check:
         bad = 0
         for m in cat:
@@ -365,14 +515,23 @@ def main():
         print(f"{len(cat)} mutants, {bad} do not apply")
         return 1 if bad else 0
 
+    if a.cuda:
+        return cuda_report(a, log)
     if a.table_from_log:
         return table_from_logs(a.table_from_log, a.markdown)
-    s = Scratch(a.build_dir, log, not a.scratch, a.ci)
+    s = Scratch(a.build_dir, log, not (a.scratch or a.cuda_off), a.ci, a.cuda_off)
     if a.existing_only:
         s.build = s.src_build
         print(existing_catalogues(s))
         return 0
     head = s.prepare()
+    if a.cuda_off:
+        # A mutant whose own instruments are CUDA host tests (history-gate-stub) has none here.
+        absent = {i[1] for m in cat for i in instruments(m) if not s.has_target(i[1])}
+        skipped = [m["id"] for m in cat if any(i[1] in absent for i in instruments(m))]
+        if skipped:
+            log(f"not in a CUDA-off build (targets {', '.join(sorted(absent))}): {', '.join(skipped)}")
+        cat = [m for m in cat if m["id"] not in skipped]
     targets = sorted({i[1] for m in cat for i in instruments(m)})
     remaining = lambda: None if a.budget <= 0 else max(1.0, a.budget - (time.time() - start))  # noqa: E731
     rc, out, dt = s.build_targets(targets, remaining())
@@ -398,9 +557,13 @@ def main():
         log(f"baseline: {len(seen)} instrument runs pass on the unmutated tree")
 
     results = []
+    planting_started = time.time()
     for m in cat:
-        if a.budget > 0 and time.time() - start > a.budget:
-            log(f"budget spent: {m['id']} and later not planted")
+        # A mutant is started only if one more, at the mean cost so far, fits the budget.
+        mean = (time.time() - planting_started) / len(results) if results else 0.0
+        if a.budget > 0 and time.time() - start + mean > a.budget:
+            log(f"budget: {m['id']} and later not planted (one more would end at "
+                f"{time.time() - start + mean:.0f}s of {a.budget:.0f}s)")
             break
         s.apply(m)
         try:
@@ -415,7 +578,7 @@ def main():
         finally:
             s.revert(m)
         results.append(r)
-        log(f"{m['id']:32s} {r['verdict']:16s} {', '.join(k for k in ORDER if k in r['caught']) or '-'}"
+        log(f"{m['id']:32s} {r['verdict']:16s} {', '.join(instrument_label(k, r['caught']) for k in ORDER if k in r['caught']) or '-'}"
             f"  (build {r['build_s']}s)")
     s.build_targets(targets, None)  # leave the scratch build unmutated
 
