@@ -7,20 +7,19 @@
 // tests/model/units_model_test.cpp.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
-#include <random>
 #include <string>
 #include <vector>
 
-#include "lockstep/ad/rng.hpp"
 #include "lockstep/backend/cpu/ops.hpp"
 #include "lockstep/ops/units_fused.hpp"
 
+#include "../common/units_fused_cases.hpp"
+
 namespace ops = lockstep::ops;
 using lockstep::cpu::OpKernels;
+using namespace lockstep::test::units_fused;
 
 namespace {
 
@@ -28,35 +27,6 @@ struct SplitSmallWork : ::testing::Environment {
   void SetUp() override { lockstep::cpu::set_min_parallel_work(256); }
 };
 const auto* const kSplit = ::testing::AddGlobalTestEnvironment(new SplitSmallWork);
-
-std::mt19937_64& rng() {
-  static std::mt19937_64 r(lockstep::ad::seed_from_env());
-  return r;
-}
-// Values whose rows and columns differ in scale (so every quantizer's axis matters).
-std::vector<float> values(std::size_t rows, std::size_t cols, float scale) {
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> v(rows * cols);
-  for (std::size_t n = 0; n < rows; ++n)
-    for (std::size_t j = 0; j < cols; ++j)
-      v[n * cols + j] = scale * d(rng()) * std::ldexp(1.0f, -static_cast<int>((n + 2 * j) % 5));
-  return v;
-}
-
-std::size_t differing(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size()) return a.size() + b.size();
-  std::size_t d = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) d += std::memcmp(&a[i], &b[i], 4) != 0;
-  return d;
-}
-
-struct Shape {
-  std::size_t N, K;
-  std::vector<std::size_t> outs;
-};
-std::vector<Shape> shapes() {
-  return {{1, 1, {3}}, {7, 65, {17, 3, 3}}, {33, 130, {64, 16, 16}}, {64, 68, {132, 129}}, {5, 256, {1, 2, 3}}};
-}
 
 }  // namespace
 

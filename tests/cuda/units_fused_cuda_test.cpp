@@ -8,24 +8,23 @@
 
 #include <cuda_runtime.h>
 
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
-#include <random>
 #include <string>
 #include <vector>
 
-#include "lockstep/ad/rng.hpp"
 #include "lockstep/backend/cpu/ops.hpp"
 #include "lockstep/backend/cuda/device.hpp"
 #include "lockstep/backend/cuda/ops.hpp"
 #include "lockstep/backend/cuda/units_fused_launch.hpp"
 #include "lockstep/ops/units_fused.hpp"
 
+#include "../common/units_fused_cases.hpp"
+
 namespace cu = lockstep::cuda;
 namespace ops = lockstep::ops;
 using Buf = cu::DeviceBuffer<float>;
+using namespace lockstep::test::units_fused;
 
 namespace {
 
@@ -34,38 +33,12 @@ bool have_device() {
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
 
-std::mt19937_64& rng() {
-  static std::mt19937_64 r(lockstep::ad::seed_from_env());
-  return r;
-}
-std::vector<float> values(std::size_t rows, std::size_t cols, float scale) {
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> v(rows * cols);
-  for (std::size_t n = 0; n < rows; ++n)
-    for (std::size_t j = 0; j < cols; ++j)
-      v[n * cols + j] = scale * d(rng()) * std::ldexp(1.0f, -static_cast<int>((n + 2 * j) % 5));
-  return v;
-}
-std::size_t differing(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size()) return a.size() + b.size();
-  std::size_t d = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) d += std::memcmp(&a[i], &b[i], 4) != 0;
-  return d;
-}
 Buf up(const std::vector<float>& h) {
   Buf b;
   b.upload(h);
   return b;
 }
 Buf filled(std::size_t n, float v) { return up(std::vector<float>(n, v)); }
-
-struct Shape {
-  std::size_t N, K;
-  std::vector<std::size_t> outs;
-};
-std::vector<Shape> shapes() {
-  return {{1, 1, {3}}, {7, 65, {17, 3, 3}}, {33, 130, {64, 16, 16}}, {64, 68, {132, 129}}, {300, 768, {768, 256, 256}}};
-}
 
 // Cells differing, over all shapes: fused CUDA vs unfused CUDA (and vs the CPU's fused path).
 struct Count {
@@ -74,7 +47,7 @@ struct Count {
 
 Count shared_forward() {
   Count c;
-  for (const Shape& s : shapes()) {
+  for (const Shape& s : shapes(true)) {
     const auto x = values(s.N, s.K, 2.0f);
     const Buf dx = up(x);
     std::vector<std::vector<float>> w, b, y_cpu;
@@ -113,7 +86,7 @@ Count shared_forward() {
 
 Count shared_backward(bool unit) {
   Count c;
-  for (const Shape& s : shapes()) {
+  for (const Shape& s : shapes(true)) {
     const auto x = values(s.N, s.K, 2.0f);
     const Buf dx_in = up(x);
     const std::size_t P = s.outs.size();

@@ -51,6 +51,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "lockstep/ops/units.hpp"
+
 namespace lockstep::ops {
 
 // One linear of a shared-input forward: W [out, K], b [out] or null, y [N, out].
@@ -83,6 +85,32 @@ struct UnitMlpGelu {
   float *fc = nullptr, *act = nullptr;       // [N, F] each
   float* y = nullptr;                        // [N, D]
 };
+
+// A shared-input group's sizes, every part checked against the int32 bound
+// as its unfused Int8Linear would be (the message names the part's shape):
+// the stacked forward product's width Σ M_i; the backward's stacked dW rows
+// (Σ M_i over the parts with a dW) and the widest part.
+inline std::size_t shared_fwd_width(std::size_t rows, std::size_t in, const UnitFwdPart* parts, std::size_t n) {
+  std::size_t total = 0;
+  for (std::size_t p = 0; p < n; ++p) {
+    Int8Linear::validate({rows, in, parts[p].out, parts[p].b != nullptr, false});
+    total += parts[p].out;
+  }
+  return total;
+}
+struct SharedBwdSizes {
+  std::size_t dw_rows = 0, widest = 0;
+};
+inline SharedBwdSizes shared_bwd_sizes(std::size_t rows, std::size_t in, bool unit_backward, const UnitBwdPart* parts,
+                                       std::size_t n) {
+  SharedBwdSizes z;
+  for (std::size_t p = 0; p < n; ++p) {
+    Int8Linear::validate({rows, in, parts[p].out, parts[p].db != nullptr, unit_backward});
+    if (parts[p].dw != nullptr) z.dw_rows += parts[p].out;
+    z.widest = parts[p].out > z.widest ? parts[p].out : z.widest;
+  }
+  return z;
+}
 
 namespace detail {
 inline std::atomic<int>& units_fusion_state() {

@@ -19,11 +19,7 @@ void OpKernels::units_shared_fwd(std::size_t rows, std::size_t in, const float* 
                                  std::size_t n_parts) {
   ++ops::units_fused_calls();
   const std::size_t N = rows, K = in;
-  std::size_t total = 0;
-  for (std::size_t p = 0; p < n_parts; ++p) {
-    ops::Int8Linear::validate({N, K, parts[p].out, parts[p].b != nullptr, false});
-    total += parts[p].out;
-  }
+  const std::size_t total = ops::shared_fwd_width(N, K, parts, n_parts);
   const auto floor_v = static_cast<float>(ops::Int8Linear::kFloor);
   UnitScratch& u = units_;
   u.qa.resize(N * K);
@@ -46,12 +42,7 @@ void OpKernels::units_shared_bwd(std::size_t rows, std::size_t in, bool unit_bac
                                  const ops::UnitBwdPart* parts, std::size_t n_parts) {
   ++ops::units_fused_calls();
   const std::size_t N = rows, K = in;
-  std::size_t dw_rows = 0, widest = 0;
-  for (std::size_t p = 0; p < n_parts; ++p) {
-    ops::Int8Linear::validate({N, K, parts[p].out, parts[p].db != nullptr, unit_backward});
-    if (parts[p].dw != nullptr) dw_rows += parts[p].out;
-    widest = std::max(widest, parts[p].out);
-  }
+  const auto [dw_rows, widest] = ops::shared_bwd_sizes(N, K, unit_backward, parts, n_parts);
   const auto floor_v = static_cast<float>(ops::Int8Linear::kFloor);
   const auto floor_g = static_cast<float>(ops::Int8Linear::kGradFloor);
   UnitScratch& u = units_;

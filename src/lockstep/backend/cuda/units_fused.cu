@@ -54,7 +54,9 @@ __global__ void __launch_bounds__(256) mlp_gelu_rows_kernel(const std::int32_t* 
   float* tr = ts + n * F;
   float* yr = act + n * F;
   const float s_n = sa[n];
-  // max |act| under reduce::max's rules (as row_codes): the largest order key, NaN apart.
+  // max |act| under reduce::max's rules, written as quant.cu's row_codes
+  // writes it (the largest order key, NaN apart). Not shared with it: row_codes
+  // is a gated kernel whose code generation stays as it is.
   std::int32_t key = red::detail::order_key(__int_as_float(static_cast<int>(0xFF800000u)));  // -inf
   std::uint32_t mag = 0;
   for (std::size_t j = lane; j < F; j += 32) {
