@@ -9,6 +9,7 @@
 
 #include "lockstep/backend/cpu/gemm.hpp"
 #include "lockstep/backend/cpu/int8_gemm.hpp"
+#include "lockstep/backend/cpu/units_quant.hpp"
 #include "lockstep/backend/cpu/vmath.hpp"
 #include "lockstep/num/elementary.hpp"
 #include "lockstep/num/fp.hpp"
@@ -223,25 +224,27 @@ void OpKernels::run(const ops::QuantLinearConfig& c, const ops::BitLinear::BwdAr
 
 // --- the int8 unit linear (ops/units.hpp) ---------------------------------------
 
-namespace {
+// The quantizers and the epilogue are shared with the fused units paths
+// (units_quant.hpp, ops_units_fused.cpp).
+namespace units {
 
 // quantize_rows: row n of x [rows, cols] to int8 codes q[n*cols + j] and its
 // step (m / 127); rows on threads, each row's absmax by the canonical max
 // (any order gives its bits), the codes as the spec rounds them.
+float quantize_row_i8(const float* xr, std::size_t cols, float floor_value, std::int8_t* q, float* abs_scratch) {
+  for (std::size_t j = 0; j < cols; ++j) abs_scratch[j] = std::fabs(xr[j]);
+  const float m = ops::max2(red::max(abs_scratch, cols), floor_value);
+  const float inv = 127.0f / m;
+  for (std::size_t j = 0; j < cols; ++j)
+    q[j] = static_cast<std::int8_t>(ops::min2(ops::max2(std::floor(xr[j] * inv + 0.5f), -127.0f), 127.0f));
+  return m / 127.0f;
+}
+
 void quantize_rows_i8(const float* x, std::size_t rows, std::size_t cols, float floor_value, std::int8_t* q,
                       float* step, int threads) {
   util::parallel_for(rows, threads, grain_for(3 * cols), [&](std::size_t lo, std::size_t hi) {
     float* a = scratch(cols);
-    for (std::size_t n = lo; n < hi; ++n) {
-      const float* xr = x + n * cols;
-      for (std::size_t j = 0; j < cols; ++j) a[j] = std::fabs(xr[j]);
-      const float m = ops::max2(red::max(a, cols), floor_value);
-      const float inv = 127.0f / m;
-      for (std::size_t j = 0; j < cols; ++j)
-        q[n * cols + j] =
-            static_cast<std::int8_t>(ops::min2(ops::max2(std::floor(xr[j] * inv + 0.5f), -127.0f), 127.0f));
-      step[n] = m / 127.0f;
-    }
+    for (std::size_t n = lo; n < hi; ++n) step[n] = quantize_row_i8(x + n * cols, cols, floor_value, q + n * cols, a);
   });
 }
 
@@ -288,7 +291,12 @@ void dequantize_rows(const std::int8_t* q, const float* step, std::size_t rows, 
   });
 }
 
-}  // namespace
+void bias_gradient(const float* dy, std::size_t N, std::size_t M, float* db, int threads) {
+  column_sums(dy, N, M, db, threads);
+}
+
+}  // namespace units
+using namespace units;
 
 // Forward: x by rows, W by output rows, the exact int32 product (cpu::int8_gemm_nt),
 // the epilogue ((f32(acc) * step_n) * wstep_m) + b_m.

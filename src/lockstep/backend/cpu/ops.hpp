@@ -29,6 +29,7 @@
 #include "lockstep/ad/kernel_set.hpp"
 #include "lockstep/backend/cpu/kernel_aux.hpp"
 #include "lockstep/ops/all.hpp"
+#include "lockstep/ops/units_fused.hpp"
 
 namespace lockstep::cpu {
 
@@ -51,6 +52,14 @@ class OpKernels : public ad::KeyedKernels<OpKernels, float> {
   LOCKSTEP_FLOAT_OP_KERNELS(Aux)  // one run() per op and direction (ad/kernel_set.hpp)
   void add_into(std::size_t n, float* acc, const float* x);
 
+  // Fusions of the int8 units (ops/units_fused.hpp, ops_units_fused.cpp): the
+  // bits of the unfused Int8Linear (and Gelu) calls, fewer passes and products.
+  void units_shared_fwd(std::size_t rows, std::size_t in, const float* x, const ops::UnitFwdPart* parts,
+                        std::size_t n_parts);
+  void units_shared_bwd(std::size_t rows, std::size_t in, bool unit_backward, const float* x,
+                        const ops::UnitBwdPart* parts, std::size_t n_parts);
+  void units_mlp_gelu_fwd(const ops::UnitMlpGelu& a, Aux& gelu_aux);
+
  private:
   // RoPE's cos/sin table for the last configuration asked (ops::Rope::table).
   const ops::Rope::Table<float>& rope_table(const ops::Rope::Config& c);
@@ -64,6 +73,8 @@ class OpKernels : public ad::KeyedKernels<OpKernels, float> {
     std::vector<std::int8_t> qa, qb;      // product, the float backward's dequantized operand
     std::vector<float> sa, sb, deq;
     std::vector<std::int32_t> acc;
+    std::vector<std::int8_t> qc;  // the fused paths: a third operand's codes
+    std::vector<float> sc, deq2;
   } units_;
   ops::Rope::Config rope_key_{};
   bool rope_valid_ = false;

@@ -13,6 +13,8 @@
 //   ops_pointwise.cpp  embedding, positions, norms, activations, residual, RoPE,
 //                      cross-entropy, add_into                  (pointwise.cu, norm.cu, loss.cu)
 //   ops_attention.cpp  causal attention, forward and backward   (attention.cu)
+//   ops_units.cpp      the int8 unit linear                     (quant.cu, int8_gemm.cu)
+//   ops_units_fused.cpp  its fused paths (ops/units_fused.hpp)  (units_fused.cu, quant.cu, int8_gemm.cu)
 // All kernels run on one stream, in call order; nothing here makes the host
 // wait for the device except loss_mean (unless its result is deferred to a
 // device slot), copy_to_host, staging without stage_step, and the live audits.
@@ -25,6 +27,7 @@
 #include "lockstep/backend/cuda/device.hpp"
 #include "lockstep/backend/cuda/profile.hpp"
 #include "lockstep/ops/all.hpp"
+#include "lockstep/ops/units_fused.hpp"
 
 namespace lockstep::cuda {
 
@@ -96,6 +99,14 @@ class OpKernels : public ad::KeyedKernels<OpKernels, float> {
   LOCKSTEP_FLOAT_OP_KERNELS(Aux)  // one run() per op and direction (ad/kernel_set.hpp)
   void add_into(std::size_t n, float* acc, const float* x);
 
+  // Fusions of the int8 units (ops/units_fused.hpp, ops_units_fused.cpp): the
+  // bits of the unfused Int8Linear (and Gelu) calls, fewer passes and products.
+  void units_shared_fwd(std::size_t rows, std::size_t in, const float* x, const ops::UnitFwdPart* parts,
+                        std::size_t n_parts);
+  void units_shared_bwd(std::size_t rows, std::size_t in, bool unit_backward, const float* x,
+                        const ops::UnitBwdPart* parts, std::size_t n_parts);
+  void units_mlp_gelu_fwd(const ops::UnitMlpGelu& a, Aux& gelu_aux);
+
  private:
   template <class Op, class C>
   static std::string profile_label(const C& c, const char* direction) {
@@ -118,6 +129,8 @@ class OpKernels : public ad::KeyedKernels<OpKernels, float> {
     DeviceBuffer<std::int8_t> qa, qb;
     DeviceBuffer<float> sa, sb, deq, col;
     DeviceBuffer<std::int32_t> acc;
+    DeviceBuffer<std::int8_t> qc;  // the fused paths: a third operand's codes and steps, a second dequantized one
+    DeviceBuffer<float> sc, deq2;
   };
   UnitScratch units_;
   // Kernel families may keep device state here (e.g. RoPE's cos/sin table).

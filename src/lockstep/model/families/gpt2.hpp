@@ -11,6 +11,7 @@
 #include <string>
 
 #include "lockstep/model/families/family.hpp"
+#include "lockstep/model/units_fusion.hpp"
 
 namespace lockstep::model {
 
@@ -178,14 +179,20 @@ struct Gpt2Family : FamilyLayers<Family::Gpt2, gpt2::Stem, gpt2::Block, gpt2::He
                                                            .y = a.n2.data(), .mean = a.n2_mean.data(),
                                                            .rstd = a.n2_rstd.data()});
     }
+    // Units fusion (model/units_fusion.hpp): the MLP chain runs in c_fc's step.
     void forward(gpt2::CFc) {
+      if (units_fusion::on(e))
+        return units_fusion::mlp_gelu_fwd(e, N, D, F, a.n2.data(), e.P(p.fc_w), e.P(p.fc_b), e.P(p.down_w),
+                                          e.P(p.down_b), a.fc.data(), a.act.data(), a.aux[kAct], s.branch.data());
       e.linear_fwd({N, D, F, true},
                                          {.x = a.n2.data(), .w = e.P(p.fc_w), .b = e.P(p.fc_b), .y = a.fc.data()});
     }
     void forward(gpt2::Act) {
+      if (units_fusion::on(e)) return;  // done by c_fc's fused chain
       e.k_.template forward<ops::Gelu>(e.elems(N * F), {.x = a.fc.data(), .y = a.act.data()}, a.aux[kAct]);
     }
     void forward(gpt2::MlpProj) {
+      if (units_fusion::on(e)) return;  // done by c_fc's fused chain
       e.linear_fwd(
           {N, F, D, true}, {.x = a.act.data(), .w = e.P(p.down_w), .b = e.P(p.down_b), .y = s.branch.data()});
     }

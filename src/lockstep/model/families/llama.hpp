@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "lockstep/model/families/family.hpp"
+#include "lockstep/model/units_fusion.hpp"
 
 namespace lockstep::model {
 
@@ -174,18 +175,37 @@ struct LlamaFamily : FamilyLayers<Family::Llama, llama::Stem, llama::Block, llam
     using op = typename St::op;
     template <class LlamaStep>
     using At = StepLike<B, LlamaStep>;  // B's step at LLaMA's place
+    // Units fusion (model/units_fusion.hpp): q/k/v and gate/up over their
+    // shared input as one product, led by q_proj's and gate_proj's forward
+    // steps and by v_proj's and up_proj's backward steps (the first of each
+    // group in the backward chain). Only where the projections are Linear
+    // steps (BitNet's are BitLinear).
+    bool fused() const {
+      return std::is_same_v<op<At<llama::QProj>>, ops::Linear> && std::is_same_v<op<At<llama::GateProj>>, ops::Linear> &&
+             units_fusion::on(e);
+    }
+    using T = typename E::Scalar;
+    using FwdPart = units_fusion::FwdPart<T>;
+    using BwdPart = units_fusion::BwdPart<T>;
 
     void forward(At<llama::InputNorm>) {
       e.k_.template forward<ops::RmsNorm>(
           e.norm(N, D), {.x = a.x.data(), .w = e.P(p.n1_w), .y = a.n1.data(), .rstd = a.n1_rstd.data()});
     }
     void forward(At<llama::QProj>) {
+      if (fused())
+        return units_fusion::shared_fwd(e, N, D, a.n1.data(),
+                                        {FwdPart{e.P(p.q_w), nullptr, qd, s.q.data()},
+                                         FwdPart{e.P(p.k_w), nullptr, kvd, s.k.data()},
+                                         FwdPart{e.P(p.v_w), nullptr, kvd, a.v.data()}});
       e.template proj_fwd<op<At<llama::QProj>>>(N, D, qd, a.n1.data(), e.P(p.q_w), s.q.data(), a.aux[kQ]);
     }
     void forward(At<llama::KProj>) {
+      if (fused()) return;  // done by q_proj's step
       e.template proj_fwd<op<At<llama::KProj>>>(N, D, kvd, a.n1.data(), e.P(p.k_w), s.k.data(), a.aux[kK]);
     }
     void forward(At<llama::VProj>) {
+      if (fused()) return;  // done by q_proj's step
       e.template proj_fwd<op<At<llama::VProj>>>(N, D, kvd, a.n1.data(), e.P(p.v_w), a.v.data(), a.aux[kV]);
     }
     void forward(At<llama::RopeQ>) {
@@ -211,9 +231,14 @@ struct LlamaFamily : FamilyLayers<Family::Llama, llama::Stem, llama::Block, llam
           e.norm(N, D), {.x = a.mid.data(), .w = e.P(p.n2_w), .y = a.n2.data(), .rstd = a.n2_rstd.data()});
     }
     void forward(At<llama::GateProj>) {
+      if (fused())
+        return units_fusion::shared_fwd(e, N, D, a.n2.data(),
+                                        {FwdPart{e.P(p.gate_w), nullptr, F, a.gate.data()},
+                                         FwdPart{e.P(p.up_w), nullptr, F, a.up.data()}});
       e.template proj_fwd<op<At<llama::GateProj>>>(N, D, F, a.n2.data(), e.P(p.gate_w), a.gate.data(), a.aux[kGate]);
     }
     void forward(At<llama::UpProj>) {
+      if (fused()) return;  // done by gate_proj's step
       e.template proj_fwd<op<At<llama::UpProj>>>(N, D, F, a.n2.data(), e.P(p.up_w), a.up.data(), a.aux[kUp]);
     }
     void forward(At<llama::Act>) {
@@ -248,10 +273,19 @@ struct LlamaFamily : FamilyLayers<Family::Llama, llama::Stem, llama::Block, llam
     // up_proj runs first in the backward chain: it writes the norm output's
     // gradient; gate_proj's is added.
     void backward(At<llama::UpProj>) {
+      if (fused())  // up's dx, and the dW of up and gate in one product
+        return units_fusion::shared_bwd(e, N, D, a.n2.data(),
+                                        {BwdPart{e.P(p.up_w), s.dup.data(), F, s.dn.data(), e.G(p.up_w), nullptr},
+                                         BwdPart{e.P(p.gate_w), s.dfc.data(), F, nullptr, e.G(p.gate_w), nullptr}});
       e.template proj_bwd<op<At<llama::UpProj>>>(N, D, F, a.n2.data(), e.P(p.up_w), s.dup.data(), s.dn.data(),
                                                  e.G(p.up_w), a.aux[kUp]);
     }
     void backward(At<llama::GateProj>) {
+      if (fused()) {  // gate's dx (its dW: up_proj's step)
+        units_fusion::shared_bwd(e, N, D, a.n2.data(),
+                                 {BwdPart{e.P(p.gate_w), s.dfc.data(), F, s.dtmp.data(), nullptr, nullptr}});
+        return e.k_.add_into(N * D, s.dn.data(), s.dtmp.data());
+      }
       e.template proj_bwd<op<At<llama::GateProj>>>(N, D, F, a.n2.data(), e.P(p.gate_w), s.dfc.data(), s.dtmp.data(),
                                                    e.G(p.gate_w), a.aux[kGate]);
       e.k_.add_into(N * D, s.dn.data(), s.dtmp.data());
@@ -284,15 +318,30 @@ struct LlamaFamily : FamilyLayers<Family::Llama, llama::Stem, llama::Block, llam
     }
     // v_proj runs first in the backward chain (it writes), then k, then q (added).
     void backward(At<llama::VProj>) {
+      if (fused())  // v's dx, and the dW of v, k and q in one product
+        return units_fusion::shared_bwd(e, N, D, a.n1.data(),
+                                        {BwdPart{e.P(p.v_w), s.dv.data(), kvd, s.dn.data(), e.G(p.v_w), nullptr},
+                                         BwdPart{e.P(p.k_w), s.dk.data(), kvd, nullptr, e.G(p.k_w), nullptr},
+                                         BwdPart{e.P(p.q_w), s.dq.data(), qd, nullptr, e.G(p.q_w), nullptr}});
       e.template proj_bwd<op<At<llama::VProj>>>(N, D, kvd, a.n1.data(), e.P(p.v_w), s.dv.data(), s.dn.data(),
                                                 e.G(p.v_w), a.aux[kV]);
     }
     void backward(At<llama::KProj>) {
+      if (fused()) {  // k's dx (its dW: v_proj's step)
+        units_fusion::shared_bwd(e, N, D, a.n1.data(),
+                                 {BwdPart{e.P(p.k_w), s.dk.data(), kvd, s.dtmp.data(), nullptr, nullptr}});
+        return e.k_.add_into(N * D, s.dn.data(), s.dtmp.data());
+      }
       e.template proj_bwd<op<At<llama::KProj>>>(N, D, kvd, a.n1.data(), e.P(p.k_w), s.dk.data(), s.dtmp.data(),
                                                 e.G(p.k_w), a.aux[kK]);
       e.k_.add_into(N * D, s.dn.data(), s.dtmp.data());
     }
     void backward(At<llama::QProj>) {
+      if (fused()) {  // q's dx (its dW: v_proj's step)
+        units_fusion::shared_bwd(e, N, D, a.n1.data(),
+                                 {BwdPart{e.P(p.q_w), s.dq.data(), qd, s.dtmp.data(), nullptr, nullptr}});
+        return e.k_.add_into(N * D, s.dn.data(), s.dtmp.data());
+      }
       e.template proj_bwd<op<At<llama::QProj>>>(N, D, qd, a.n1.data(), e.P(p.q_w), s.dq.data(), s.dtmp.data(),
                                                 e.G(p.q_w), a.aux[kQ]);
       e.k_.add_into(N * D, s.dn.data(), s.dtmp.data());
