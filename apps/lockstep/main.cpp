@@ -155,6 +155,11 @@ struct TrainCommand {
     text_opts.push_back(cmd->add_flag("--unit-backward", cfg.unit_backward,
                                       "with --linear units: dx and dW through int8 products as well"));
     text_opts.push_back(cmd->add_flag("--units-head", cfg.units_head, "with --linear units: the LM head too"));
+    text_opts.push_back(cmd->add_option("--attention", cfg.attention,
+                                        "float, or units: attention's QKᵀ and P·V through int8 units "
+                                        "(docs/UNITS.md; float backward; such a model does not decode)")
+                            ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
+                            ->default_str(d.attention));
     cmd->add_option("--resume", resume, "continue the run in this directory (or from this checkpoint)");
     cmd->add_flag("--force", force, "start over in an --out directory that already holds a run");
     cmd->add_option("--guard-every", replica_flags.guard_every,

@@ -105,10 +105,12 @@ struct Measured {
   double peak_in_use = -1, pool_reserved = -1, device_used = -1;
 };
 
-// How the linear layers compute (docs/UNITS.md): --linear float|units, --unit-backward, --units-head.
+// How the linear layers compute (docs/UNITS.md): --linear float|units, --unit-backward, --units-head;
+// and attention: --attention float|units.
 struct LinearFlags {
   std::string linear = "float";
   bool unit_backward = false, units_head = false;
+  std::string attention = "float";
 };
 
 Measured measure(BenchConfig& bc, int threads, int steps, const std::string& device, const std::string& audit,
@@ -117,6 +119,7 @@ Measured measure(BenchConfig& bc, int threads, int steps, const std::string& dev
   mc.linear = lf.linear == "units" ? model::LinearMode::Units : model::LinearMode::Float;
   mc.unit_backward = lf.unit_backward;
   mc.units_head = lf.units_head;
+  mc.attention = lf.attention == "units" ? model::AttentionMode::Units : model::AttentionMode::Float;
   mc.vocab_size = bc.vocab;
   if (bc.seq < 0) bc.seq = std::min<std::int64_t>(128, mc.max_seq);
   if (bc.seq > mc.max_seq) throw std::invalid_argument(fmt::format("{}: seq {} > context {}", bc.name, bc.seq, mc.max_seq));
@@ -248,6 +251,12 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "--linear: float or units, got '%s'\n", lf.linear.c_str());
         return 2;
       }
+    } else if (a == "--attention" && i + 1 < argc) {
+      lf.attention = argv[++i];
+      if (lf.attention != "float" && lf.attention != "units") {
+        std::fprintf(stderr, "--attention: float or units, got '%s'\n", lf.attention.c_str());
+        return 2;
+      }
     } else if (a == "--unit-backward") {
       lf.unit_backward = true;
     } else if (a == "--units-head") {
@@ -257,7 +266,7 @@ int main(int argc, char** argv) {
     } else if (a == "--json") {
       json = true;
     } else if (a == "--help" || a == "-h") {
-      std::printf("usage: train_bench [PRESET[:BATCH[:SEQ[:VOCAB]]] | default]... [--threads N] [--steps N] [--device cpu|cuda] [--audit off|stop] [--linear float|units] [--unit-backward] [--units-head] [--profile FILE.json] [--json]\n");
+      std::printf("usage: train_bench [PRESET[:BATCH[:SEQ[:VOCAB]]] | default]... [--threads N] [--steps N] [--device cpu|cuda] [--audit off|stop] [--linear float|units] [--unit-backward] [--units-head] [--attention float|units] [--profile FILE.json] [--json]\n");
       return 0;
     } else {
       specs.push_back(a);
@@ -287,10 +296,10 @@ int main(int argc, char** argv) {
         // The model's shape too, so torch_reference.py can build the same one.
         const model::ModelConfig& mc = r.cfg;
         fmt::print(R"({{"config":"{}","preset":"{}","family":"{}","d_model":{},"n_layer":{},"n_head":{},"n_kv_head":{},"head_dim":{},"d_ff":{},"max_seq":{},"norm_eps":{},"rope_theta":{},"tie_embeddings":{},)"
-                   R"("device":"{}","audit":"{}","linear":"{}","unit_backward":{},"units_head":{},"batch":{},"seq":{},"vocab":{},"threads":{},"params":{},"ms_per_step":{:.2f},"model_ms":{:.2f},"optim_ms":{:.2f},"train_tok_s":{:.1f},"train_tok_cpu_s":{:.1f},"eval_tok_s":{:.1f},"load":{:.2f},"peak_in_use_bytes":{:.0f},"pool_reserved_bytes":{:.0f},"device_used_bytes":{:.0f}}})"
+                   R"("device":"{}","audit":"{}","linear":"{}","unit_backward":{},"units_head":{},"attention":"{}","batch":{},"seq":{},"vocab":{},"threads":{},"params":{},"ms_per_step":{:.2f},"model_ms":{:.2f},"optim_ms":{:.2f},"train_tok_s":{:.1f},"train_tok_cpu_s":{:.1f},"eval_tok_s":{:.1f},"load":{:.2f},"peak_in_use_bytes":{:.0f},"pool_reserved_bytes":{:.0f},"device_used_bytes":{:.0f}}})"
                    "\n",
                    bc.name, bc.preset, model::family_name(mc.family), mc.d_model, mc.n_layer, mc.n_head, mc.n_kv_head,
-                   mc.head_dim, mc.d_ff, mc.max_seq, mc.norm_eps, mc.rope_theta, mc.tie_embeddings, device, audit, lf.linear, lf.unit_backward, lf.units_head, bc.batch, bc.seq,
+                   mc.head_dim, mc.d_ff, mc.max_seq, mc.norm_eps, mc.rope_theta, mc.tie_embeddings, device, audit, lf.linear, lf.unit_backward, lf.units_head, lf.attention, bc.batch, bc.seq,
                    bc.vocab, threads, r.params, r.ms_per_step, r.model_ms, r.optim_ms, r.train_tok_s, r.train_tok_cpu_s, r.eval_tok_s,
                    load_average(), r.peak_in_use, r.pool_reserved, r.device_used);
       } else {

@@ -82,7 +82,7 @@ static_assert(ad::VerifiedOp<ChannelScale>);
 static_assert(!ad::DifferentiableOp<ChannelScaleForwardOnly>);
 static_assert(!ad::VerifiedOp<ChannelScaleForwardOnly>);
 static_assert(ad::HasSurrogate<ops::BitLinear> && !ad::HasSurrogate<ops::Linear>);
-static_assert(ops::AllOps::size == 16);
+static_assert(ops::AllOps::size == 17);
 
 TEST(Checker, AcceptsAnOpDefinedOutsideTheLibrary) {
   ad::RunOptions o;

@@ -40,7 +40,7 @@ const std::vector<Mutant>& all_mutants() {
       Mutant::gemm_missing_barrier,       Mutant::attention_drop_scale,       Mutant::residual_flush_negative_zero,
       Mutant::layernorm_fused_mul_add,    Mutant::adamw_decay_every_tensor,   Mutant::clip_without_epsilon,
       Mutant::clip_scales_up,             Mutant::int8_dp4a_int16_accumulator, Mutant::int8_imma_k_tail_dropped,
-      Mutant::int8_imma_last_column_skipped,
+      Mutant::int8_imma_last_column_skipped, Mutant::unit_attention_weights_round_down,
   };
   return m;
 }
@@ -61,6 +61,7 @@ std::vector<lc::gate::Case> family_cases(Mutant m) {
     case Mutant::int8_dp4a_int16_accumulator:
     case Mutant::int8_imma_k_tail_dropped:
     case Mutant::int8_imma_last_column_skipped: return lc::gate::cases_of({"int8_gemm"});
+    case Mutant::unit_attention_weights_round_down: return lc::gate::cases_of({"unit_attention"});
     case Mutant::none: return lc::gate::all_cases();
   }
   return {};
@@ -75,7 +76,7 @@ struct ScopedMutant {
 // Every enumerator appears exactly once above (a new one must be added here:
 // the switch in family_cases has no default, so -Wswitch names it).
 TEST(CudaGateMutants, ListCoversTheEnum) {
-  EXPECT_EQ(all_mutants().size(), static_cast<std::size_t>(Mutant::int8_imma_last_column_skipped));
+  EXPECT_EQ(all_mutants().size(), static_cast<std::size_t>(Mutant::unit_attention_weights_round_down));
 }
 
 TEST(CudaGateMutants, CleanKernelsPassEveryGate) {
@@ -405,6 +406,8 @@ INSTANTIATE_TEST_SUITE_P(AllMutants, CudaGateMutant, ::testing::ValuesIn(all_mut
                              case Mutant::int8_imma_k_tail_dropped: return std::string("int8_imma_k_tail_dropped");
                              case Mutant::int8_imma_last_column_skipped:
                                return std::string("int8_imma_last_column_skipped");
+                             case Mutant::unit_attention_weights_round_down:
+                               return std::string("unit_attention_weights_round_down");
                            }
                            return std::string("unknown");
                          });

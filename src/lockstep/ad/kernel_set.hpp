@@ -93,4 +93,5 @@ class KeyedKernels {
   LOCKSTEP_OP_KERNEL_PAIR(ops::ElementwiseConfig, ResidualAdd) \
   LOCKSTEP_OP_KERNEL_PAIR(ops::Rope::Config, Rope) \
   LOCKSTEP_OP_KERNEL_PAIR(ops::Attention::Config, Attention) \
+  LOCKSTEP_OP_KERNEL_PAIR(ops::UnitAttention::Config, UnitAttention) \
   LOCKSTEP_OP_KERNEL_PAIR(ops::CrossEntropy::Config, CrossEntropy)

@@ -369,6 +369,26 @@ void specific<Int8Linear>(const RunOptions& o, std::vector<MutantResult>& out) {
   out.push_back(trial<Int8Linear>(o, "unit dW: x quantized by rows (over K) instead of by columns",
                                   unit_axes({.dw_x_by_rows = true}), true));
 }
+// Attention through int8 units (ops/unit_attention.hpp): the float backward
+// must run at the dequantized q̂, k̂, v̂, with D from the saved (quantized) o.
+// Mutants: the latent q, k, v; the float attention's own o and lse at q̂, k̂, v̂
+// (what one gets by reusing the float attention's forward for the backward).
+Backward<UnitAttention> unit_attention_backward(bool latent, bool float_o) {
+  return [latent, float_o](const UnitAttention::Config& c, const In<UnitAttention>& in, const Out<UnitAttention>& out,
+                           const Out<UnitAttention>& d) {
+    const In<UnitAttention> at = latent ? in : UnitAttention::dequantized(c, in);
+    return Attention::backward(c, at, float_o ? Attention::forward(c, at) : out, d);
+  };
+}
+template <>
+void specific<UnitAttention>(const RunOptions& o, std::vector<MutantResult>& out) {
+  out.push_back(trial<UnitAttention>(o, "control: float backward at q̂, k̂, v̂ with the saved o",
+                                     unit_attention_backward(false, false), false));
+  out.push_back(trial<UnitAttention>(o, "STE through latent q, k, v instead of q̂, k̂, v̂",
+                                     unit_attention_backward(true, false), true));
+  out.push_back(trial<UnitAttention>(o, "D and P from the float attention's o at q̂, k̂, v̂ (not the unit o)",
+                                     unit_attention_backward(false, true), true));
+}
 template <>
 void specific<LoraLinear>(const RunOptions& o, std::vector<MutantResult>& out) {
   out.push_back(trial<LoraLinear>(o, "LoRA gradient flowing into the frozen base",

@@ -17,6 +17,7 @@ const char* family_name(Family f) {
 }
 
 const char* linear_mode_name(LinearMode m) { return m == LinearMode::Units ? "units" : "float"; }
+const char* attention_mode_name(AttentionMode m) { return m == AttentionMode::Units ? "units" : "float"; }
 
 void ModelConfig::validate() const {
   auto need = [](bool ok, const std::string& msg) {
@@ -72,6 +73,7 @@ std::string ModelConfig::summary() const {
                               static_cast<double>(parameter_count()) / 1e6);
   if (linear == LinearMode::Units)
     s += fmt::format(", int8 units linear{}{}", unit_backward ? " + unit backward" : "", units_head ? " + LM head" : "");
+  if (attention == AttentionMode::Units) s += ", int8 units attention";
   return s;
 }
 
@@ -208,6 +210,7 @@ std::string to_hf_config_json(const ModelConfig& c) {
     j["lockstep_unit_backward"] = c.unit_backward;
     j["lockstep_units_head"] = c.units_head;
   }
+  if (c.attention != AttentionMode::Float) j["lockstep_attention"] = attention_mode_name(c.attention);
   return j.dump(2) + "\n";
 }
 
@@ -290,6 +293,10 @@ ModelConfig from_hf_config_json(const std::string& text, const std::string& what
   c.linear = linear == "units" ? LinearMode::Units : LinearMode::Float;
   c.unit_backward = get_bool("lockstep_unit_backward", false);
   c.units_head = get_bool("lockstep_units_head", false);
+  const std::string attention = j.value("lockstep_attention", std::string("float"));
+  if (attention != "float" && attention != "units")
+    throw std::runtime_error(fmt::format("{}: lockstep_attention '{}' is neither float nor units", what, attention));
+  c.attention = attention == "units" ? AttentionMode::Units : AttentionMode::Float;
   try {
     c.validate();
   } catch (const std::invalid_argument& e) {

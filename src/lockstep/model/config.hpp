@@ -30,6 +30,14 @@ enum class LinearMode {
   Units,  // ops::Int8Linear
 };
 
+// How attention computes (ops/unit_attention.hpp, docs/UNITS.md): the float
+// flash attention, or QKᵀ and P·V through int8 units (a run's choice, as the
+// linear mode; decoding keeps the float attention and refuses a units model).
+enum class AttentionMode {
+  Float,  // ops::Attention (the default)
+  Units,  // ops::UnitAttention
+};
+
 struct ModelConfig {
   Family family = Family::Gpt2;
   std::int64_t vocab_size = 0;
@@ -52,6 +60,7 @@ struct ModelConfig {
   LinearMode linear = LinearMode::Float;
   bool unit_backward = false;  // units: dx and dW through int8 products too
   bool units_head = false;     // units: the LM head too
+  AttentionMode attention = AttentionMode::Float;  // lockstep_attention in config.json (off the default)
 
   // Throws std::invalid_argument naming the field when the shapes do not fit
   // together (heads not dividing d_model, kv heads not dividing heads, ...).
@@ -64,6 +73,7 @@ struct ModelConfig {
 
 const char* family_name(Family f);
 const char* linear_mode_name(LinearMode m);  // "float", "units"
+const char* attention_mode_name(AttentionMode m);  // "float", "units"
 
 // Named presets: gpt2-124m (GPT-2 small's exact shapes), gpt2-tiny, gpt2-small-char (tiny
 // presets sized for CPU training), llama-tiny, bitnet-b1.58-2b (the 2B4T shapes), bitnet-tiny;

@@ -260,6 +260,15 @@ class DecodeKernels : public ad::KeyedKernels<DecodeKernels<K>, float> {
     flush();
   }
 
+  // Attention through int8 units has no KV-cache form yet (the cached
+  // attention is the float one): a units-attention model is refused before a
+  // decoder is made (make_model.cpp); this is the last line of that refusal.
+  [[noreturn]] void run(const ops::UnitAttention::Config&, const ops::UnitAttention::FwdArgs<float>&) {
+    throw std::invalid_argument(
+        "decoding: the model's attention runs through int8 units (lockstep_attention = units); the KV-cache "
+        "attention is float only");
+  }
+
   std::size_t slots() const { return slots_; }
   std::size_t context() const { return ctx_; }
 

@@ -87,6 +87,10 @@ class KernelModel : public Model {
   }
 
   std::unique_ptr<Decoder> decoder(std::size_t slots, std::size_t context) override {
+    if (cfg_.attention == AttentionMode::Units)
+      throw std::invalid_argument(
+          "decoding: this model's attention runs through int8 units (lockstep_attention = units), and the KV-cache "
+          "attention is float only (a model trained with --attention float decodes)");
     auto before = [this](int threads) { begin_pass(threads, false); };
     return std::make_unique<DecodeSession<K, typename Storage::EngineParam, decltype(before)>>(
         cfg_, storage_.engine_params(), kernels_, slots, context, before);

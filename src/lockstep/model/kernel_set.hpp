@@ -39,6 +39,11 @@ template <>
 struct RunsAs<ops::Linear> {
   using type = ad::OpList<ops::Linear, ops::Int8Linear>;
 };
+// ... and an attention step as ops::UnitAttention with ModelConfig::attention = units.
+template <>
+struct RunsAs<ops::Attention> {
+  using type = ad::OpList<ops::Attention, ops::UnitAttention>;
+};
 template <class K, class T, class List>
 inline constexpr bool list_has_kernels = false;
 template <class K, class T, class... Ops>

@@ -137,6 +137,22 @@ class SpecKernels : public ad::KeyedKernels<SpecKernels<T>, T> {
     scatter_rows(g.k, c.kv_heads * c.head_dim, a.dk, a.ldkv);
     scatter_rows(g.v, c.kv_heads * c.head_dim, a.dv, a.ldkv);
   }
+  // Attention through int8 units (ops/unit_attention.hpp): the same arguments.
+  void run(const ops::UnitAttention::Config& c, const ops::UnitAttention::FwdArgs<T>& a) {
+    const auto out = ops::UnitAttention::forward<T>(c, gather_qkv(c, a.q, a.ldq, a.k, a.v, a.ldkv));
+    put(out.o, a.o);
+    put(out.lse, a.lse);
+  }
+  void run(const ops::UnitAttention::Config& c, const ops::UnitAttention::BwdArgs<T>& a) {
+    const auto in = gather_qkv(c, a.q, a.ldq, a.k, a.v, a.ldkv);
+    const Shape oshape{c.batch, c.seq, c.q_heads, c.head_dim};
+    ops::Attention::Outputs<T> out{ten(oshape, a.o), ten({c.batch, c.q_heads, c.seq}, a.lse)};
+    ops::Attention::Outputs<T> d{ten(oshape, a.dout), {}};
+    const auto g = ops::UnitAttention::backward<T>(c, in, out, d);
+    scatter_rows(g.q, c.q_heads * c.head_dim, a.dq, a.ldq);
+    scatter_rows(g.k, c.kv_heads * c.head_dim, a.dk, a.ldkv);
+    scatter_rows(g.v, c.kv_heads * c.head_dim, a.dv, a.ldkv);
+  }
 
   // The gradient of a tensor read by several ops: acc = acc + x, element-wise.
   void add_into(std::size_t n, T* acc, const T* x) {

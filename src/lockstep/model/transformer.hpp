@@ -264,6 +264,21 @@ class FamilyEngine {
       k_.template backward<ops::Linear>(c, a);
   }
 
+  // An attention step in the run's attention mode (ModelConfig::attention):
+  // the float flash attention or ops::UnitAttention, on the same arguments.
+  void attention_fwd(const ops::Attention::FwdArgs<T>& a) {
+    if (cfg_.attention == AttentionMode::Units)
+      k_.template forward<ops::UnitAttention>(ops::UnitAttention::of(attention()), a);
+    else
+      k_.template forward<ops::Attention>(attention(), a);
+  }
+  void attention_bwd(const ops::Attention::BwdArgs<T>& a) {
+    if (cfg_.attention == AttentionMode::Units)
+      k_.template backward<ops::UnitAttention>(ops::UnitAttention::of(attention()), a);
+    else
+      k_.template backward<ops::Attention>(attention(), a);
+  }
+
   template <class Op>
   void proj_fwd(std::size_t rows, std::size_t in, std::size_t out, const T* x, const T* w, T* y, Aux& aux) {
     if constexpr (std::is_same_v<Op, ops::BitLinear>)

@@ -52,6 +52,8 @@ void TrainConfig::validate() const {
   need(!unit_backward || linear == "units",
        fmt::format("--unit-backward requires --linear units (got --linear {})", linear));
   need(!units_head || linear == "units", fmt::format("--units-head requires --linear units (got --linear {})", linear));
+  need(attention == "float" || attention == "units",
+       fmt::format("--attention must be float or units, got '{}'", attention));
   need(threads >= 0 && threads <= 4096, fmt::format("--threads must be in [0, 4096], got {}", threads));
   need(eval_every >= 0, fmt::format("--eval-every must be >= 0, got {}", eval_every));
   need(eval_tokens >= 1, fmt::format("--eval-tokens must be >= 1, got {}", eval_tokens));
@@ -74,6 +76,7 @@ model::ModelConfig TrainConfig::model_config(std::int64_t vocab_size, std::int64
   c.linear = linear == "units" ? model::LinearMode::Units : model::LinearMode::Float;
   c.unit_backward = unit_backward;
   c.units_head = units_head;
+  c.attention = attention == "units" ? model::AttentionMode::Units : model::AttentionMode::Float;
   if (seq > c.max_seq)
     throw std::invalid_argument(
         fmt::format("--seq {} exceeds the context of --model {} ({} positions)", seq, model, c.max_seq));
@@ -108,6 +111,7 @@ std::string TrainConfig::to_json() const {
   j["linear"] = linear;
   j["unit_backward"] = unit_backward;
   j["units_head"] = units_head;
+  j["attention"] = attention;
   j["seed"] = seed;
   j["eval_every"] = eval_every;
   j["eval_tokens"] = eval_tokens;
@@ -165,6 +169,7 @@ TrainConfig TrainConfig::from_json(std::string_view json, const std::string& wha
     if (j.contains("linear")) read_field(j, "linear", c.linear);
     if (j.contains("unit_backward")) read_field(j, "unit_backward", c.unit_backward);
     if (j.contains("units_head")) read_field(j, "units_head", c.units_head);
+    if (j.contains("attention")) read_field(j, "attention", c.attention);  // absent: float
     read_field(j, "seed", c.seed);
     read_field(j, "eval_every", c.eval_every);
     read_field(j, "eval_tokens", c.eval_tokens);

@@ -41,6 +41,9 @@ struct TrainConfig {
   std::string linear = "float";
   bool unit_backward = false;
   bool units_head = false;
+  // Attention (model::AttentionMode): float, or units (QKᵀ and P·V through
+  // int8 units, ops/unit_attention.hpp). Part of the run, as linear.
+  std::string attention = "float";
 
   // Execution.
   int threads = 0;                  // 0 = all hardware threads (the bits do not depend on it)

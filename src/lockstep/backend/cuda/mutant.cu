@@ -24,6 +24,7 @@ std::string_view mutant_name(Mutant m) {
     case Mutant::int8_dp4a_int16_accumulator: return "int8 gemm dp4a: int16 accumulator (wraps)";
     case Mutant::int8_imma_k_tail_dropped: return "int8 gemm imma: ragged-K tail tile dropped";
     case Mutant::int8_imma_last_column_skipped: return "int8 gemm imma: odd M's last column not stored";
+    case Mutant::unit_attention_weights_round_down: return "unit attention: weight codes rounded down (+ 0.5 dropped)";
   }
   return "?";
 }

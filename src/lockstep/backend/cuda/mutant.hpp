@@ -24,6 +24,7 @@ enum class Mutant {
   int8_dp4a_int16_accumulator,  // the DP4A int8 GEMM sums in int16 (wraps)      (int8_gemm_kernels.cuh)
   int8_imma_k_tail_dropped,     // the IMMA int8 GEMM's k tiles rounded down: a ragged K loses its tail
   int8_imma_last_column_skipped,  // the IMMA int8 GEMM does not store an odd M's last column
+  unit_attention_weights_round_down,  // the unit attention's weight codes floor(u·inv), the + 0.5 dropped (unit_attention.cu)
 };
 
 void set_mutant(Mutant m);

@@ -163,8 +163,8 @@ struct Gpt2Family : FamilyLayers<Family::Gpt2, gpt2::Stem, gpt2::Block, gpt2::He
     }
     void forward(gpt2::Attn) {
       const T* qkv = a.qkv.data();
-      e.k_.template forward<ops::Attention>(e.attention(), {.q = qkv, .ldq = 3 * D, .k = qkv + D, .v = qkv + 2 * D,
-                                                            .ldkv = 3 * D, .o = a.att.data(), .lse = a.lse.data()});
+      e.attention_fwd({.q = qkv, .ldq = 3 * D, .k = qkv + D, .v = qkv + 2 * D,
+                       .ldkv = 3 * D, .o = a.att.data(), .lse = a.lse.data()});
     }
     void forward(gpt2::AttnProj) {
       e.linear_fwd({N, D, D, true},
@@ -232,10 +232,10 @@ struct Gpt2Family : FamilyLayers<Family::Gpt2, gpt2::Stem, gpt2::Block, gpt2::He
     void backward(gpt2::Attn) {
       const T* qkv = a.qkv.data();
       T* d = s.dqkv.data();
-      e.k_.template backward<ops::Attention>(e.attention(), {.q = qkv, .ldq = 3 * D, .k = qkv + D, .v = qkv + 2 * D,
-                                                             .ldkv = 3 * D, .o = a.att.data(), .lse = a.lse.data(),
-                                                             .dout = s.datt.data(), .dq = d, .dk = d + D,
-                                                             .dv = d + 2 * D});
+      e.attention_bwd({.q = qkv, .ldq = 3 * D, .k = qkv + D, .v = qkv + 2 * D,
+                       .ldkv = 3 * D, .o = a.att.data(), .lse = a.lse.data(),
+                       .dout = s.datt.data(), .dq = d, .dk = d + D,
+                       .dv = d + 2 * D});
     }
     void backward(gpt2::CAttn) {
       e.linear_bwd({N, D, 3 * D, true}, {.x = a.n1.data(), .w = e.P(p.attn_w),

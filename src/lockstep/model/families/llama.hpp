@@ -215,9 +215,9 @@ struct LlamaFamily : FamilyLayers<Family::Llama, llama::Stem, llama::Block, llam
       e.k_.template forward<ops::Rope>(e.rope(e.Hkv_), {.x = s.k.data(), .y = a.kr.data()});
     }
     void forward(At<llama::Attn>) {
-      e.k_.template forward<ops::Attention>(e.attention(), {.q = a.qr.data(), .ldq = qd, .k = a.kr.data(),
-                                                            .v = a.v.data(), .ldkv = kvd, .o = a.att.data(),
-                                                            .lse = a.lse.data()});
+      e.attention_fwd({.q = a.qr.data(), .ldq = qd, .k = a.kr.data(),
+                       .v = a.v.data(), .ldkv = kvd, .o = a.att.data(),
+                       .lse = a.lse.data()});
     }
     void forward(At<llama::OProj>) {
       e.template proj_fwd<op<At<llama::OProj>>>(N, qd, D, a.oproj_in().data(), e.P(p.o_w), s.branch.data(), a.aux[kO]);
@@ -304,11 +304,11 @@ struct LlamaFamily : FamilyLayers<Family::Llama, llama::Stem, llama::Block, llam
                                                 s.d_oproj_in().data(), e.G(p.o_w), a.aux[kO]);
     }
     void backward(At<llama::Attn>) {
-      e.k_.template backward<ops::Attention>(e.attention(), {.q = a.qr.data(), .ldq = qd, .k = a.kr.data(),
-                                                             .v = a.v.data(), .ldkv = kvd, .o = a.att.data(),
-                                                             .lse = a.lse.data(), .dout = s.datt.data(),
-                                                             .dq = s.dqr.data(), .dk = s.dkr.data(),
-                                                             .dv = s.dv.data()});
+      e.attention_bwd({.q = a.qr.data(), .ldq = qd, .k = a.kr.data(),
+                       .v = a.v.data(), .ldkv = kvd, .o = a.att.data(),
+                       .lse = a.lse.data(), .dout = s.datt.data(),
+                       .dq = s.dqr.data(), .dk = s.dkr.data(),
+                       .dv = s.dv.data()});
     }
     void backward(At<llama::RopeK>) {
       e.k_.template backward<ops::Rope>(e.rope(e.Hkv_), {.dy = s.dkr.data(), .dx = s.dk.data()});
