@@ -182,7 +182,9 @@ class DecodeKernels : public ad::KeyedKernels<DecodeKernels<K>, float> {
       inner_.run(c, a);
   }
   void run(const ops::QuantLinearConfig& c, const ops::BitLinear::FwdArgs<float>& a, Aux& aux) {
-    if constexpr (requires { Backend::linear(inner_, state_, c, a); })
+    if constexpr (requires { Backend::linear(inner_, state_, c, a, aux); })
+      Backend::linear(inner_, state_, c, a, aux);  // it may hand a pass back to K's kernel
+    else if constexpr (requires { Backend::linear(inner_, state_, c, a); })
       Backend::linear(inner_, state_, c, a);
     else
       inner_.run(c, a, aux);
