@@ -47,6 +47,7 @@
 #include "lockstep/util/parallel.hpp"
 #if defined(LOCKSTEP_HAVE_CUDA)
 #include "lockstep/backend/cuda/device.hpp"
+#include "lockstep/backend/cuda/trace.hpp"
 #endif
 
 namespace {
@@ -215,7 +216,8 @@ int main(int argc, char** argv) {
   const double embed_row = 4.0 * static_cast<double>(d);
   const double kv_per_pos = 2.0 * static_cast<double>(layers) * static_cast<double>(kv) * head_dim * 4.0;
 
-  fmt::print("decode_bench: {} on {} ({} threads)\n", cfg.summary(), device, threads);
+  fmt::print("decode_bench: {} on {} ({} threads){}\n", cfg.summary(), device, threads,
+             device == "cuda" ? "; CUDA graphs: not used (not implemented)" : "");
   fmt::print("copy bandwidth {:.2f} GB/s (STREAM copy: 2 x bytes / time, best of the run)\n", bw / 1e9);
   fmt::print("{:>5} {:>12} {:>12} {:>14} {:>14} {:>9}\n", "batch", "prefill t/s", "decode t/s", "bytes/token",
              "bound t/s", "of bound");
@@ -233,6 +235,10 @@ int main(int argc, char** argv) {
     std::vector<std::size_t> slots(B);
     for (std::size_t b = 0; b < B; ++b) slots[b] = b;
     std::vector<std::int32_t> next(B, 1);
+#if defined(LOCKSTEP_HAVE_CUDA)
+    if (device == "cuda") lockstep::cuda::trace::process_log().reset_launches();
+    const std::size_t waits0 = device == "cuda" ? lockstep::cuda::host_waits() : 0;
+#endif
     t0 = Clock::now();
     for (long t = 0; t < tokens; ++t) {
       const std::vector<float> l = s->decode(slots, next, threads);
@@ -242,15 +248,25 @@ int main(int argc, char** argv) {
                                             (l.begin() + static_cast<std::ptrdiff_t>(b * vocab)));
     }
     const double decode_s = seconds_since(t0);
+    std::string per_pass;  // CUDA: what one decode pass launches and waits for
+#if defined(LOCKSTEP_HAVE_CUDA)
+    if (device == "cuda") {
+      long launches = 0;
+      for (const auto& [name, count] : lockstep::cuda::trace::process_log().launches()) launches += count;
+      per_pass = fmt::format("   {:.0f} kernel launches and {:.1f} host waits a pass",
+                             static_cast<double>(launches) / static_cast<double>(tokens),
+                             static_cast<double>(lockstep::cuda::host_waits() - waits0) / static_cast<double>(tokens));
+    }
+#endif
     const double mean_len = static_cast<double>(prompt) + static_cast<double>(tokens) / 2.0;
     const double weights = weight_bytes(cfg, std::as_const(*m).params(), device == "cuda", head_f16, B);
     const double per_token =
         (weights + static_cast<double>(B) * (embed_row + kv_per_pos * mean_len)) / static_cast<double>(B);
     const double rate = static_cast<double>(B) * static_cast<double>(tokens) / decode_s;
     const double bound = bw / per_token;
-    fmt::print("{:>5} {:>12.1f} {:>12.2f} {:>14.0f} {:>14.2f} {:>8.1f}%\n", B,
+    fmt::print("{:>5} {:>12.1f} {:>12.2f} {:>14.0f} {:>14.2f} {:>8.1f}%{}\n", B,
                static_cast<double>(B) * static_cast<double>(prompt) / prefill_s, rate, per_token, bound,
-               100.0 * rate / bound);
+               100.0 * rate / bound, per_pass);
     std::fflush(stdout);
   }
   return 0;

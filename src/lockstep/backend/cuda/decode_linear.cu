@@ -3,10 +3,10 @@
 //
 // ternary_gemv — ops::BitLinear's forward on the 2-bit codes. CPU reference:
 //   ops::BitLinear::forward (the spec) and DecodeBackend<cpu::OpKernels>::linear.
-//   A row's codes are 16-byte units of 64 codes; a unit's word g holds codes
-//   16g + 4j + i as field = code + 1 at bits 8i + 2j, so (word >> 2j) & 0x03030303
-//   is four fields in four bytes, against the four activation codes
-//   16g + 4j .. 16g + 4j + 3 — one __dp4a. The fields carry +1, so
+//   A row's codes are 16-byte units of 64 codes, four words of 16
+//   (ternary_word.hpp: code 4j + i of a word as field = code + 1 at bits
+//   8i + 2j, so (word >> 2j) & 0x03030303 is four fields in four bytes against
+//   four activation codes — one __dp4a). The fields carry +1, so
 //   Σ field·x = Σ code·x + Σ x, and the row's Σ x (exact) is subtracted. Every
 //   sum is an int32 sum (|acc| <= 2·127·131071 < 2^31), exact in any order:
 //   the units of a row are spread over a CTA's threads and joined by shared
@@ -27,6 +27,7 @@
 #include <cuda_runtime.h>
 
 #include "lockstep/backend/cuda/device.hpp"
+#include "lockstep/backend/cuda/ternary_word.hpp"
 #include "lockstep/backend/cuda/trace_launch.hpp"
 #include "lockstep/num/fp.hpp"
 #include "lockstep/num/reduce.hpp"
@@ -45,25 +46,12 @@ __global__ void __launch_bounds__(256) ternary_pack_kernel(const float* __restri
   const i64 t = static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= M * W) return;
   const i64 m = t / W, g = t - m * W;
-  std::uint32_t word = 0;
-#pragma unroll
-  for (int j = 0; j < 4; ++j)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const i64 k = 16 * g + 4 * j + i;
-      const int field = k < K ? static_cast<int>(codes[m * K + k]) + 1 : 1;
-      word |= static_cast<std::uint32_t>(field) << (8 * i + 2 * j);
-    }
-  words[t] = word;
+  const i64 k0 = 16 * g;
+  const int n = k0 >= K ? 0 : static_cast<int>(K - k0 < 16 ? K - k0 : 16);
+  words[t] = ternary_word(codes + m * K + (n > 0 ? k0 : 0), n);
 }
 
-// Σ over a 16-code word of (code + 1) · x, x the word's 16 activation codes as 4 ints.
-__device__ __forceinline__ int word_dot(std::uint32_t w, const int* x) {
-  int p = 0;
-#pragma unroll
-  for (int j = 0; j < 4; ++j) p = __dp4a(static_cast<int>((w >> (2 * j)) & 0x03030303u), x[j], p);
-  return p;
-}
+__device__ __forceinline__ int word_dot(std::uint32_t w, const int* x) { return ternary_word_dot(w, x); }
 
 constexpr int kTernaryThreads = 256;
 constexpr int kTernaryMaxRows = 16;  // batch rows per chunk (shared activation codes)
