@@ -136,9 +136,11 @@ class DeviceStorage {
 }  // namespace
 
 // ---- decode (owned by the decode work; model/decode.hpp) ---------------------
-// The decode kernels on the device: the cache writes and the cached attention
-// of backend/cuda/decode.cu, the rows' slots and positions uploaded when they
-// change (once a pass, not once a layer), and the projections of a pass of at
+// The decode kernels on the device: RoPE, the cache writes and the cached
+// attention of backend/cuda/decode.cu, one launch each for all the pass's
+// rows, their slots and positions uploaded when they change (once a pass, not
+// once a layer or a segment; RoPE's table covers positions 0..ctx-1, uploaded
+// once a session), and the projections of a pass of at
 // most kGemvRows rows as GEMVs reading each weight once (decode_linear.cu):
 // BitLinear on its 2-bit codes, packed at the session's first use of the
 // weight (ternary_quantize, the training kernels' quantizer, then
@@ -159,9 +161,16 @@ struct DecodeBackend<cuda::OpKernels> {
     cuda::DeviceBuffer<std::uint16_t> half;
     bool exact = false;
   };
+  static constexpr bool kRowsAt = true;  // RoPE and the cache writes at the rows' device positions
   struct State {
     cuda::DeviceBuffer<std::int32_t> slot, pos;
     std::vector<std::int32_t> slot_host, pos_host;  // what slot/pos hold
+    cuda::DeviceBuffer<std::int32_t> rows;          // the pass's rows: slots, then positions
+    std::vector<std::int32_t> rows_host;            // what rows holds
+    std::size_t row_count = 0;
+    cuda::DeviceBuffer<float> rope_table;  // ops::Rope::table for positions 0..ctx-1
+    ops::Rope::Config rope_key;
+    bool rope_valid = false;
     std::unordered_map<const float*, Ternary> ternary;
     std::unordered_map<const float*, Half> half;
     cuda::DeviceBuffer<std::int8_t> xq;
@@ -211,6 +220,38 @@ struct DecodeBackend<cuda::OpKernels> {
   static void store_rows(cuda::OpKernels&, const float* src, std::size_t ld, std::size_t rows, std::size_t width,
                          float* dst) {
     launch::store_rows(src, ld, rows, width, dst);
+  }
+  static void begin_pass(cuda::OpKernels&, State& st, const std::vector<std::int32_t>& slot,
+                         const std::vector<std::int32_t>& pos) {
+    std::vector<std::int32_t> both(slot);
+    both.insert(both.end(), pos.begin(), pos.end());
+    st.row_count = slot.size();
+    if (both == st.rows_host) return;
+    st.rows.upload(both);
+    st.rows_host = std::move(both);
+  }
+  static void rope(cuda::OpKernels&, State& st, const ops::Rope::Config& c, const ops::Rope::FwdArgs<float>& a,
+                   std::size_t rows, std::size_t ctx) {
+    ops::Rope::Config t = c;
+    t.batch = 1;
+    t.seq = ctx;
+    t.offset = 0;
+    ops::Rope::validate(t);
+    const auto& k = st.rope_key;
+    if (!(st.rope_valid && k.seq == t.seq && k.head_dim == t.head_dim && k.base == t.base)) {
+      const ops::Rope::Table<float> tab = ops::Rope::table<float>(t);
+      std::vector<float> both(tab.cos);
+      both.insert(both.end(), tab.sin.begin(), tab.sin.end());
+      st.rope_table.upload(both);
+      st.rope_key = t;
+      st.rope_valid = true;
+    }
+    launch::rope_rows(rows, c.heads, c.head_dim, c.layout == ops::RopeLayout::interleaved, ctx, st.rope_table.data(),
+                      st.rows.data() + st.row_count, a.x, a.y);
+  }
+  static void store_rows_at(cuda::OpKernels&, State& st, const float* src, std::size_t ld, std::size_t rows,
+                            std::size_t width, float* layer_cache, std::size_t ctx) {
+    launch::store_rows_at(src, ld, rows, width, st.rows.data(), st.rows.data() + st.row_count, ctx, layer_cache);
   }
   static void upload_if_changed(cuda::DeviceBuffer<std::int32_t>& dev, std::vector<std::int32_t>& held,
                                 const std::int32_t* host, std::size_t n) {

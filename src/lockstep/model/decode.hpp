@@ -153,7 +153,19 @@ class DecodeKernels : public ad::KeyedKernels<DecodeKernels<K>, float> {
   // The next pass's rows, segment after segment (DecodeSession sets them).
   std::vector<DecodeSegment> segments;
 
-  void begin_forward() { inner_.begin_forward(); }
+  // The pass's rows: slot and position of each (a backend with rows_at below
+  // keeps them where its kernels read them, once a pass).
+  void begin_forward() {
+    row_slot_.clear();
+    row_pos_.clear();
+    for (const DecodeSegment& s : segments)
+      for (std::size_t r = 0; r < s.rows; ++r) {
+        row_slot_.push_back(static_cast<std::int32_t>(s.slot));
+        row_pos_.push_back(static_cast<std::int32_t>(s.pos + r));
+      }
+    if constexpr (kRowsAt) Backend::begin_pass(inner_, state_, row_slot_, row_pos_);
+    inner_.begin_forward();
+  }
   void begin_block(std::size_t l) { layer_ = l; }
   void add_into(std::size_t n, float* acc, const float* x) { inner_.add_into(n, acc, x); }
   const Index* stage_indices(const Index* host, std::size_t n, int slot)
@@ -191,6 +203,10 @@ class DecodeKernels : public ad::KeyedKernels<DecodeKernels<K>, float> {
   }
   // ... and these three forwards, whose rows the segments place.
   void run(const ops::Rope::Config& c, const ops::Rope::FwdArgs<float>& a) {
+    if constexpr (kRowsAt) {  // every row at its position in one launch
+      Backend::rope(inner_, state_, c, a, row_pos_.size(), ctx_);
+      return;
+    }
     std::size_t row = 0;
     const std::size_t w = c.heads * c.head_dim;
     for (const DecodeSegment& s : segments) {
@@ -220,11 +236,16 @@ class DecodeKernels : public ad::KeyedKernels<DecodeKernels<K>, float> {
     float* vc = vc_[layer_].data();
     std::size_t row = 0;
     // The cache first: every segment's keys and values at its positions.
-    for (const DecodeSegment& s : segments) {
-      const std::size_t at = (s.slot * ctx_ + s.pos) * kvdim_;
-      Backend::store_rows(inner_, a.k + row * a.ldkv, a.ldkv, s.rows, kvdim_, kc + at);
-      Backend::store_rows(inner_, a.v + row * a.ldkv, a.ldkv, s.rows, kvdim_, vc + at);
-      row += s.rows;
+    if constexpr (kRowsAt) {
+      Backend::store_rows_at(inner_, state_, a.k, a.ldkv, row_pos_.size(), kvdim_, kc, ctx_);
+      Backend::store_rows_at(inner_, state_, a.v, a.ldkv, row_pos_.size(), kvdim_, vc, ctx_);
+    } else {
+      for (const DecodeSegment& s : segments) {
+        const std::size_t at = (s.slot * ctx_ + s.pos) * kvdim_;
+        Backend::store_rows(inner_, a.k + row * a.ldkv, a.ldkv, s.rows, kvdim_, kc + at);
+        Backend::store_rows(inner_, a.v + row * a.ldkv, a.ldkv, s.rows, kvdim_, vc + at);
+        row += s.rows;
+      }
     }
     // Then the queries: a segment from position 0 over its own rows (K's
     // attention); the rest, in runs of adjacent segments, over the cache.
@@ -266,8 +287,13 @@ class DecodeKernels : public ad::KeyedKernels<DecodeKernels<K>, float> {
   std::size_t context() const { return ctx_; }
 
  private:
+  // A backend whose RoPE and cache writes take the rows' positions from its
+  // own copy of them (DecodeBackend<cuda::OpKernels>: one launch each for all
+  // segments); the others run K's RoPE per segment at its offset.
+  static constexpr bool kRowsAt = requires { Backend::kRowsAt; };
   K& inner_;
   std::size_t slots_, ctx_, hq_, hkv_, dh_, kvdim_;
+  std::vector<std::int32_t> row_slot_, row_pos_;
   std::size_t layer_ = 0;
   std::vector<Buffer<float>> kc_, vc_;
   std::vector<std::int32_t> slot_, pos_;
