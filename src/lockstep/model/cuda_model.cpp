@@ -206,16 +206,24 @@ struct DecodeBackend<cuda::OpKernels> {
     launch::chain_gemv(h.exact ? nullptr : a.w, h.exact ? h.half.data() : nullptr, a.x, c.bias ? a.b : nullptr, c.rows,
                        c.out, c.in, a.y);
   }
-  static void linear(cuda::OpKernels& k, State& st, const ops::QuantLinearConfig& c,
-                     const ops::BitLinear::FwdArgs<float>& a, cuda::Aux& aux) {
-    if (c.rows > kGemvRows) return k.run(c, a, aux);
+  // Returns whether st.xq/st.step hold the codes of a.x afterwards; `held`: they
+  // do already (the decode kernel set's promise: the same input, unchanged).
+  static bool linear(cuda::OpKernels& k, State& st, const ops::QuantLinearConfig& c,
+                     const ops::BitLinear::FwdArgs<float>& a, cuda::Aux& aux, bool held) {
+    if (c.rows > kGemvRows) {
+      k.run(c, a, aux);
+      return false;
+    }
     ops::BitLinear::validate(c);
     const Ternary& t = ternary(st, a.w, c.out, c.in);
-    st.xq.resize(c.rows * c.in);
-    st.step.resize(c.rows);
-    launch::row_quantize_i8(a.x, c.rows, c.in, static_cast<float>(ops::BitLinear::kActFloor), st.xq.data(),
-                            st.step.data(), nullptr);
+    if (!held) {
+      st.xq.resize(c.rows * c.in);
+      st.step.resize(c.rows);
+      launch::row_quantize_i8(a.x, c.rows, c.in, static_cast<float>(ops::BitLinear::kActFloor), st.xq.data(),
+                              st.step.data(), nullptr);
+    }
     launch::ternary_gemv(t.words.data(), c.out, c.in, st.xq.data(), c.rows, st.step.data(), t.params.data(), a.y);
+    return true;
   }
   static void store_rows(cuda::OpKernels&, const float* src, std::size_t ld, std::size_t rows, std::size_t width,
                          float* dst) {
