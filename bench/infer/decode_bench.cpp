@@ -1,20 +1,35 @@
 // Decode tokens/s of the decode mode (model/decode.hpp) against the memory
 // bound of the same machine, measured in the same run.
 //
-//   decode_bench [--family llama|bitnet] [--device cpu|cuda] [--threads N]
-//                [--prompt P] [--tokens T] [--batch B,...] [--d D --layers L
-//                 --heads H --kv-heads K --ff F --vocab V --ctx C]
+//   decode_bench [--family llama|bitnet] [--preset NAME] [--device cpu|cuda]
+//                [--threads N] [--prompt P] [--tokens T] [--batch B,...]
+//                [--d D --layers L --heads H --kv-heads K --ff F --vocab V --ctx C]
+//
+// --preset bitnet-b1.58-2b: the synthetic 2B4T shapes (30 layers, hidden
+// 2560, 20 heads of 128, 5 KV heads, FFN 6912, vocab 128256, the tied
+// embedding as head) with values filled in parallel instead of the
+// initializer (fast for 2.4G parameters): the embedding on an f16 grid (an
+// F16 embedding, as the synthetic GGUF's), the projections uniform (their
+// ternary codes about a third each), the norms 1. --ctx still applies.
 //
 // For each batch size B: B sequences of P prompt tokens are prefilled (timed:
-// prefill tokens/s), then T decode passes of B tokens each (timed: decode
-// tokens/s = B·T / time). The bound: each decode pass reads every weight
-// once (f32: 4 bytes a parameter; the token embedding only its B rows) and
-// each sequence's K and V cache rows (2·layers·kv_dim·4 bytes a position,
-// at the pass's mean length), so
+// prefill tokens/s; a one-token pass first, not timed, so the session's
+// one-time weight packing is outside), then T decode passes of B tokens each
+// (timed: decode tokens/s = B·T / time, the logits brought to the host every
+// pass). The bound: each decode pass reads every weight once, in the form the
+// decode backend reads it, and each sequence's K and V cache rows
+// (2·layers·kv_dim·4 bytes a position, at the pass's mean length):
+//   * CPU: every weight f32 (4 bytes; BitLinear's codes are packed as floats);
+//   * CUDA: BitLinear's 2-bit codes (M·16·ceil(K/64) bytes a matrix), a
+//     Linear of >= 4096 outputs (the head) as f16 when its values are f16
+//     (2 bytes) else f32, every other weight f32; the token embedding only its
+//     B rows when it is not also the head;
 //   bytes per token = (weights + B·(embedding row + cache)) / B
 //   bound tokens/s  = copy bandwidth / bytes per token,
 // the copy bandwidth STREAM's (2·bytes / time of a memcpy of a buffer far
 // larger than the caches, the best of several), measured in this run.
+// CUDA graphs are not used (docs/perf/DECODE_CUDA.md): every kernel of a pass
+// is launched from the host.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -22,6 +37,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -31,6 +47,7 @@
 #include "lockstep/util/parallel.hpp"
 #if defined(LOCKSTEP_HAVE_CUDA)
 #include "lockstep/backend/cuda/device.hpp"
+#include "lockstep/backend/cuda/trace.hpp"
 #endif
 
 namespace {
@@ -79,11 +96,59 @@ std::vector<std::size_t> parse_list(const std::string& s) {
   return v;
 }
 
+// Fills the parameters of a large synthetic model (2.4G values) in parallel:
+// 16-bit hashes of (parameter, index) mapped to values; the embedding on the
+// f16-exact grid k / 16384 (|k| <= 600), norms 1, other matrices uniform in
+// (-0.05, 0.05).
+void fill_synthetic(std::vector<lockstep::model::Param>& ps, int threads) {
+  for (std::size_t i = 0; i < ps.size(); ++i) {
+    auto& p = ps[i];
+    const bool norm = p.shape.size() == 1;
+    const bool embed = p.name.find("embed_tokens") != std::string::npos;
+    float* v = p.value.data();
+    lockstep::util::parallel_for(p.value.size(), threads, std::size_t{1} << 20, [&](std::size_t b, std::size_t e) {
+      for (std::size_t j = b; j < e; ++j) {
+        std::uint64_t z = (static_cast<std::uint64_t>(i) << 40) ^ j;
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+        z ^= z >> 31;
+        const auto k = static_cast<int>(z % 1201) - 600;
+        v[j] = norm ? 1.0f
+                    : embed ? static_cast<float>(k) / 16384.0f
+                            : static_cast<float>(k) * (0.05f / 600.0f);
+      }
+    });
+  }
+}
+
+// Bytes one decode pass of `batch` rows reads of the weights (the top comment's rules).
+double weight_bytes(const lockstep::model::ModelConfig& cfg, const std::vector<lockstep::model::Param>& ps,
+                    bool cuda, bool head_f16, std::size_t batch) {
+  double total = 0;
+  const bool gemv = cuda && batch <= 32;
+  for (const auto& p : ps) {
+    const auto n = static_cast<double>(p.value.size());
+    const bool embed = p.name.find("embed_tokens") != std::string::npos;
+    const bool head = p.name.find("lm_head") != std::string::npos || (embed && cfg.tie_embeddings);
+    if (embed && !cfg.tie_embeddings) continue;  // only B rows of it: counted per token
+    if (head) {
+      total += (gemv && cfg.vocab_size >= 4096 && head_f16 ? 2.0 : 4.0) * n;
+    } else if (gemv && cfg.family == lockstep::model::Family::Bitnet && p.shape.size() == 2) {
+      const auto rows = static_cast<double>(p.shape[0]);
+      const auto units = static_cast<double>((p.shape[1] + 63) / 64);
+      total += rows * 16.0 * units;
+    } else {
+      total += 4.0 * n;
+    }
+  }
+  return total;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace lockstep;
-  std::string family = "llama", device = "cpu", batches = "1,8";
+  std::string family = "llama", device = "cpu", batches = "1,8", preset;
   long d = 1024, layers = 8, heads = 16, kv = 4, ff = 2816, vocab = 32000, ctx = 512;
   long prompt = 32, tokens = 32;
   int threads = 0;
@@ -94,6 +159,7 @@ int main(int argc, char** argv) {
       return argv[++i];
     };
     if (a == "--family") family = next();
+    else if (a == "--preset") preset = next();
     else if (a == "--device") device = next();
     else if (a == "--batch") batches = next();
     else if (a == "--d") d = std::stol(next());
@@ -113,18 +179,32 @@ int main(int argc, char** argv) {
     }
   }
   model::ModelConfig cfg = model::preset(family == "bitnet" ? "bitnet-tiny" : "llama-tiny");
-  cfg.d_model = d;
-  cfg.n_layer = layers;
-  cfg.n_head = heads;
-  cfg.n_kv_head = kv;
-  cfg.head_dim = d / heads;
-  cfg.d_ff = ff;
-  cfg.vocab_size = vocab;
-  cfg.max_seq = ctx;
+  if (!preset.empty()) {
+    cfg = model::preset(preset);
+    cfg.max_seq = ctx;
+    vocab = cfg.vocab_size;
+    d = cfg.d_model;
+    layers = cfg.n_layer;
+    heads = cfg.n_head;
+    kv = cfg.n_kv_head;
+  } else {
+    cfg.d_model = d;
+    cfg.n_layer = layers;
+    cfg.n_head = heads;
+    cfg.n_kv_head = kv;
+    cfg.head_dim = d / heads;
+    cfg.d_ff = ff;
+    cfg.vocab_size = vocab;
+    cfg.max_seq = ctx;
+  }
   cfg.validate();
-  auto m = model::make_model(cfg, device);
-  m->init(1);
   threads = util::resolve_threads(threads);
+  auto m = model::make_model(cfg, device);
+  if (preset.empty())
+    m->init(1);
+  else
+    fill_synthetic(m->params(), threads);
+  const bool head_f16 = !preset.empty() && cfg.tie_embeddings;  // fill_synthetic's f16 grid
 
   const double bw = device == "cpu" ? host_copy_bandwidth(std::size_t{1} << 29, 5)
 #if defined(LOCKSTEP_HAVE_CUDA)
@@ -132,17 +212,12 @@ int main(int argc, char** argv) {
 #else
                                     : 0.0;
 #endif
-  double weights = 0;  // bytes a decode pass reads once, whatever the batch
-  std::size_t embed = 0;
-  for (const auto& p : m->params()) {
-    weights += 4.0 * static_cast<double>(p.value.size());
-    if (p.name.find("embed_tokens") != std::string::npos) embed = p.value.size();
-  }
+  const double head_dim = static_cast<double>(cfg.head_dim);
   const double embed_row = 4.0 * static_cast<double>(d);
-  if (!cfg.tie_embeddings) weights -= 4.0 * static_cast<double>(embed);  // only B rows of it are read
-  const double kv_per_pos = 2.0 * static_cast<double>(layers) * static_cast<double>(kv * (d / heads)) * 4.0;
+  const double kv_per_pos = 2.0 * static_cast<double>(layers) * static_cast<double>(kv) * head_dim * 4.0;
 
-  fmt::print("decode_bench: {} on {} ({} threads)\n", cfg.summary(), device, threads);
+  fmt::print("decode_bench: {} on {} ({} threads){}\n", cfg.summary(), device, threads,
+             device == "cuda" ? "; CUDA graphs: not used (not implemented)" : "");
   fmt::print("copy bandwidth {:.2f} GB/s (STREAM copy: 2 x bytes / time, best of the run)\n", bw / 1e9);
   fmt::print("{:>5} {:>12} {:>12} {:>14} {:>14} {:>9}\n", "batch", "prefill t/s", "decode t/s", "bytes/token",
              "bound t/s", "of bound");
@@ -152,12 +227,18 @@ int main(int argc, char** argv) {
     std::vector<std::vector<std::int32_t>> prompts(B);
     for (auto& p : prompts)
       for (long i = 0; i < prompt; ++i) p.push_back(static_cast<std::int32_t>(rng.below(static_cast<std::size_t>(vocab))));
+    s->prefill(0, std::vector<std::int32_t>{1}, false, threads);  // packs the weights (once a session)
+    s->clear(0);
     auto t0 = Clock::now();
     for (std::size_t b = 0; b < B; ++b) s->prefill(b, prompts[b], false, threads);
     const double prefill_s = seconds_since(t0);
     std::vector<std::size_t> slots(B);
     for (std::size_t b = 0; b < B; ++b) slots[b] = b;
     std::vector<std::int32_t> next(B, 1);
+#if defined(LOCKSTEP_HAVE_CUDA)
+    if (device == "cuda") lockstep::cuda::trace::process_log().reset_launches();
+    const std::size_t waits0 = device == "cuda" ? lockstep::cuda::host_waits() : 0;
+#endif
     t0 = Clock::now();
     for (long t = 0; t < tokens; ++t) {
       const std::vector<float> l = s->decode(slots, next, threads);
@@ -167,14 +248,25 @@ int main(int argc, char** argv) {
                                             (l.begin() + static_cast<std::ptrdiff_t>(b * vocab)));
     }
     const double decode_s = seconds_since(t0);
+    std::string per_pass;  // CUDA: what one decode pass launches and waits for
+#if defined(LOCKSTEP_HAVE_CUDA)
+    if (device == "cuda") {
+      long launches = 0;
+      for (const auto& [name, count] : lockstep::cuda::trace::process_log().launches()) launches += count;
+      per_pass = fmt::format("   {:.0f} kernel launches and {:.1f} host waits a pass",
+                             static_cast<double>(launches) / static_cast<double>(tokens),
+                             static_cast<double>(lockstep::cuda::host_waits() - waits0) / static_cast<double>(tokens));
+    }
+#endif
     const double mean_len = static_cast<double>(prompt) + static_cast<double>(tokens) / 2.0;
+    const double weights = weight_bytes(cfg, std::as_const(*m).params(), device == "cuda", head_f16, B);
     const double per_token =
         (weights + static_cast<double>(B) * (embed_row + kv_per_pos * mean_len)) / static_cast<double>(B);
     const double rate = static_cast<double>(B) * static_cast<double>(tokens) / decode_s;
     const double bound = bw / per_token;
-    fmt::print("{:>5} {:>12.1f} {:>12.2f} {:>14.0f} {:>14.2f} {:>8.1f}%\n", B,
+    fmt::print("{:>5} {:>12.1f} {:>12.2f} {:>14.0f} {:>14.2f} {:>8.1f}%{}\n", B,
                static_cast<double>(B) * static_cast<double>(prompt) / prefill_s, rate, per_token, bound,
-               100.0 * rate / bound);
+               100.0 * rate / bound, per_pass);
     std::fflush(stdout);
   }
   return 0;

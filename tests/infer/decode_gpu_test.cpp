@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <cmath>
 #include <ostream>
 #include <string>
 
@@ -16,6 +17,8 @@ namespace {
 using namespace lockstep;
 using namespace lockstep::infer::testing;
 
+void round_head_to_f16_grid(model::Model& m);
+
 class DecodeGpu : public ::testing::TestWithParam<mt::NamedConfig> {
  protected:
   void SetUp() override {
@@ -23,6 +26,7 @@ class DecodeGpu : public ::testing::TestWithParam<mt::NamedConfig> {
     if (!model::cuda_device_available(&why)) GTEST_SKIP() << why;
     cpu_ = model::make_cpu_model(GetParam().cfg);
     mt::randomize(cpu_->params(), 0xdec0de, 0.2);
+    if (GetParam().name.find("f16-head") != std::string::npos) round_head_to_f16_grid(*cpu_);
     gpu_ = model::make_cuda_model(GetParam().cfg, "off");
     auto& g = gpu_->params();
     for (std::size_t i = 0; i < g.size(); ++i) g[i].value = cpu_->params()[i].value;
@@ -50,6 +54,29 @@ TEST_P(DecodeGpu, EightSequencesTogetherEqualTheCpus) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Micro, DecodeGpu, ::testing::ValuesIn(mt::micro_configs(true)), name_of);
+// The micro configs, and two with a vocabulary wide enough (>= 4096) that the
+// decode backend runs the LM head as chain_gemv (cuda_model.cpp, kChainMinOut):
+// bitnet's tied head (the embedding, random f32: the f32 path) and llama's
+// untied one with f16-exact values (the f16 path).
+std::vector<mt::NamedConfig> decode_configs() {
+  std::vector<mt::NamedConfig> v = mt::micro_configs(true);
+  model::ModelConfig b = model::preset("bitnet-micro");
+  b.vocab_size = 5000;
+  v.push_back({"bitnet-micro/vocab5000", b});
+  model::ModelConfig l = model::preset("llama-micro");
+  l.vocab_size = 4500;
+  l.tie_embeddings = false;
+  v.push_back({"llama-micro/vocab4500,untied,f16-head", l});
+  return v;
+}
+
+// A head of f16-exact values (k / 1024) for the f16 configs.
+void round_head_to_f16_grid(model::Model& m) {
+  for (auto& p : m.params())
+    if (p.name.find("lm_head") != std::string::npos)
+      for (auto& v : p.value) v = std::round(v * 1024.0f) / 1024.0f;
+}
+
+INSTANTIATE_TEST_SUITE_P(Micro, DecodeGpu, ::testing::ValuesIn(decode_configs()), name_of);
 
 }  // namespace

@@ -20,12 +20,15 @@
 #include <memory>
 #include <mutex>
 #include <stdexcept>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
 #include "lockstep/backend/cuda/audit.hpp"
 #include "lockstep/backend/cuda/decode_launch.hpp"
+#include "lockstep/backend/cuda/decode_linear_launch.hpp"
 #include "lockstep/backend/cuda/device.hpp"
+#include "lockstep/backend/cuda/gemm_launch.hpp"
 #include "lockstep/backend/cuda/gate.hpp"
 #include "lockstep/backend/cuda/int8_gemm.hpp"
 #include "lockstep/backend/cuda/ops.hpp"
@@ -133,23 +136,143 @@ class DeviceStorage {
 
 }  // namespace
 
-// The decode kernels on the device (model/decode.hpp): the cache writes and
-// the cached attention of backend/cuda/decode.cu, the rows' slots and
-// positions uploaded per launch.
+// ---- decode (owned by the decode work; model/decode.hpp) ---------------------
+// The decode kernels on the device: RoPE, the cache writes and the cached
+// attention of backend/cuda/decode.cu, one launch each for all the pass's
+// rows, their slots and positions uploaded when they change (once a pass, not
+// once a layer or a segment; RoPE's table covers positions 0..ctx-1, uploaded
+// once a session), and the projections of a pass of at
+// most kGemvRows rows as GEMVs reading each weight once (decode_linear.cu):
+// BitLinear on its 2-bit codes, packed at the session's first use of the
+// weight (ternary_quantize, the training kernels' quantizer, then
+// ternary_pack), and a wide Linear (the LM head) as one fma chain per output
+// reading the weights as f16 where f16 holds them exactly. The same bits as
+// K's kernels (exact integer sums; the same chains): tests/infer
+// (DecodeGpu, DecodeKernelsGpu). A session reads each matrix as it was at its
+// first use, as the CPU's does.
 template <>
 struct DecodeBackend<cuda::OpKernels> {
+  static constexpr std::size_t kGemvRows = 32;       // at most this many rows: the GEMVs
+  static constexpr std::size_t kChainMinOut = 4096;  // a Linear this wide or wider: chain_gemv
+  struct Ternary {
+    cuda::DeviceBuffer<std::uint32_t> words;
+    cuda::DeviceBuffer<float> params;  // ternary_quantize's: [0] the scale, [1] its inverse
+  };
+  struct Half {
+    cuda::DeviceBuffer<std::uint16_t> half;
+    bool exact = false;
+  };
+  static constexpr bool kRowsAt = true;  // RoPE and the cache writes at the rows' device positions
   struct State {
     cuda::DeviceBuffer<std::int32_t> slot, pos;
+    std::vector<std::int32_t> slot_host, pos_host;  // what slot/pos hold
+    cuda::DeviceBuffer<std::int32_t> rows;          // the pass's rows: slots, then positions
+    std::vector<std::int32_t> rows_host;            // what rows holds
+    std::size_t row_count = 0;
+    cuda::DeviceBuffer<float> rope_table;  // ops::Rope::table for positions 0..ctx-1
+    ops::Rope::Config rope_key;
+    bool rope_valid = false;
+    std::unordered_map<const float*, Ternary> ternary;
+    std::unordered_map<const float*, Half> half;
+    cuda::DeviceBuffer<std::int8_t> xq;
+    cuda::DeviceBuffer<float> step;
+    cuda::DeviceBuffer<int> flag;
   };
+  static const Ternary& ternary(State& st, const float* w, std::size_t out, std::size_t in) {
+    auto it = st.ternary.find(w);
+    if (it != st.ternary.end()) return it->second;
+    const std::size_t n = out * in;
+    Ternary t;
+    cuda::DeviceBuffer<float> codes(n), dequant(n), scratch(launch::ternary_scratch(n));
+    t.params.resize(2);
+    launch::ternary_quantize(w, n, static_cast<float>(n), static_cast<float>(1e-5), codes.data(), dequant.data(),
+                             t.params.data(), scratch.data());
+    t.words.resize(out * 4 * launch::ternary_units(in));
+    launch::ternary_pack(codes.data(), out, in, t.words.data());
+    return st.ternary.emplace(w, std::move(t)).first->second;
+  }
+  static const Half& half(State& st, const float* w, std::size_t n) {
+    auto it = st.half.find(w);
+    if (it != st.half.end()) return it->second;
+    Half h;
+    h.half.resize(n);
+    st.flag.resize(1);
+    h.exact = launch::f16_pack(w, n, h.half.data(), st.flag.data());
+    if (!h.exact) cuda::DeviceBuffer<std::uint16_t>().swap(h.half);  // the f32 weights serve
+    return st.half.emplace(w, std::move(h)).first->second;
+  }
+  static void linear(cuda::OpKernels& k, State& st, const ops::Linear::Config& c, const ops::Linear::FwdArgs<float>& a) {
+    if (c.rows > kGemvRows || c.out < kChainMinOut) return k.run(c, a);
+    const Half& h = half(st, a.w, c.out * c.in);
+    launch::chain_gemv(h.exact ? nullptr : a.w, h.exact ? h.half.data() : nullptr, a.x, c.bias ? a.b : nullptr, c.rows,
+                       c.out, c.in, a.y);
+  }
+  // Returns whether st.xq/st.step hold the codes of a.x afterwards; `held`: they
+  // do already (the decode kernel set's promise: the same input, unchanged).
+  static bool linear(cuda::OpKernels& k, State& st, const ops::QuantLinearConfig& c,
+                     const ops::BitLinear::FwdArgs<float>& a, cuda::Aux& aux, bool held) {
+    if (c.rows > kGemvRows) {
+      k.run(c, a, aux);
+      return false;
+    }
+    ops::BitLinear::validate(c);
+    const Ternary& t = ternary(st, a.w, c.out, c.in);
+    if (!held) {
+      st.xq.resize(c.rows * c.in);
+      st.step.resize(c.rows);
+      launch::row_quantize_i8(a.x, c.rows, c.in, static_cast<float>(ops::BitLinear::kActFloor), st.xq.data(),
+                              st.step.data(), nullptr);
+    }
+    launch::ternary_gemv(t.words.data(), c.out, c.in, st.xq.data(), c.rows, st.step.data(), t.params.data(), a.y);
+    return true;
+  }
   static void store_rows(cuda::OpKernels&, const float* src, std::size_t ld, std::size_t rows, std::size_t width,
                          float* dst) {
     launch::store_rows(src, ld, rows, width, dst);
   }
+  static void begin_pass(cuda::OpKernels&, State& st, const std::vector<std::int32_t>& slot,
+                         const std::vector<std::int32_t>& pos) {
+    std::vector<std::int32_t> both(slot);
+    both.insert(both.end(), pos.begin(), pos.end());
+    st.row_count = slot.size();
+    if (both == st.rows_host) return;
+    st.rows.upload(both);
+    st.rows_host = std::move(both);
+  }
+  static void rope(cuda::OpKernels&, State& st, const ops::Rope::Config& c, const ops::Rope::FwdArgs<float>& a,
+                   std::size_t rows, std::size_t ctx) {
+    ops::Rope::Config t = c;
+    t.batch = 1;
+    t.seq = ctx;
+    t.offset = 0;
+    ops::Rope::validate(t);
+    const auto& k = st.rope_key;
+    if (!(st.rope_valid && k.seq == t.seq && k.head_dim == t.head_dim && k.base == t.base)) {
+      const ops::Rope::Table<float> tab = ops::Rope::table<float>(t);
+      std::vector<float> both(tab.cos);
+      both.insert(both.end(), tab.sin.begin(), tab.sin.end());
+      st.rope_table.upload(both);
+      st.rope_key = t;
+      st.rope_valid = true;
+    }
+    launch::rope_rows(rows, c.heads, c.head_dim, c.layout == ops::RopeLayout::interleaved, ctx, st.rope_table.data(),
+                      st.rows.data() + st.row_count, a.x, a.y);
+  }
+  static void store_rows_at(cuda::OpKernels&, State& st, const float* src, std::size_t ld, std::size_t rows,
+                            std::size_t width, float* layer_cache, std::size_t ctx) {
+    launch::store_rows_at(src, ld, rows, width, st.rows.data(), st.rows.data() + st.row_count, ctx, layer_cache);
+  }
+  static void upload_if_changed(cuda::DeviceBuffer<std::int32_t>& dev, std::vector<std::int32_t>& held,
+                                const std::int32_t* host, std::size_t n) {
+    if (held.size() == n && std::equal(held.begin(), held.end(), host)) return;
+    dev.upload(host, n);
+    held.assign(host, host + n);
+  }
   static void attention(cuda::OpKernels&, State& st, const ops::CachedAttention::Config& c,
                         const ops::CachedAttention::Args<float>& a) {
     ops::CachedAttention::validate(c, a.slot, a.pos);
-    st.slot.upload(a.slot, c.rows);
-    st.pos.upload(a.pos, c.rows);
+    upload_if_changed(st.slot, st.slot_host, a.slot, c.rows);
+    upload_if_changed(st.pos, st.pos_host, a.pos, c.rows);
     launch::CachedAttentionShape s;
     s.rows = c.rows;
     s.q_heads = c.q_heads;
@@ -162,6 +285,7 @@ struct DecodeBackend<cuda::OpKernels> {
     launch::cached_attention(s, a.q, a.k_cache, a.v_cache, st.slot.data(), st.pos.data(), a.o);
   }
 };
+// ---- end of decode -----------------------------------------------------------
 
 namespace {
 

@@ -153,9 +153,25 @@ class DecodeKernels : public ad::KeyedKernels<DecodeKernels<K>, float> {
   // The next pass's rows, segment after segment (DecodeSession sets them).
   std::vector<DecodeSegment> segments;
 
-  void begin_forward() { inner_.begin_forward(); }
+  // The pass's rows: slot and position of each (a backend with rows_at below
+  // keeps them where its kernels read them, once a pass).
+  void begin_forward() {
+    row_slot_.clear();
+    row_pos_.clear();
+    for (const DecodeSegment& s : segments)
+      for (std::size_t r = 0; r < s.rows; ++r) {
+        row_slot_.push_back(static_cast<std::int32_t>(s.slot));
+        row_pos_.push_back(static_cast<std::int32_t>(s.pos + r));
+      }
+    if constexpr (kRowsAt) Backend::begin_pass(inner_, state_, row_slot_, row_pos_);
+    codes_of_ = nullptr;
+    inner_.begin_forward();
+  }
   void begin_block(std::size_t l) { layer_ = l; }
-  void add_into(std::size_t n, float* acc, const float* x) { inner_.add_into(n, acc, x); }
+  void add_into(std::size_t n, float* acc, const float* x) {
+    codes_of_ = nullptr;
+    inner_.add_into(n, acc, x);
+  }
   const Index* stage_indices(const Index* host, std::size_t n, int slot)
     requires requires(K& k) { k.stage_indices(host, n, slot); }
   {
@@ -171,24 +187,41 @@ class DecodeKernels : public ad::KeyedKernels<DecodeKernels<K>, float> {
   template <class C, class A, class... X>
     requires requires(K& k, const C& c, const A& a, X&... x) { k.run(c, a, x...); }
   void run(const C& c, const A& a, X&... x) {
+    codes_of_ = nullptr;
     inner_.run(c, a, x...);
   }
   // ... but the projections where the backend has its own for decoding
   // (DecodeBackend<cpu::OpKernels>: packed weights) ...
   void run(const ops::Linear::Config& c, const ops::Linear::FwdArgs<float>& a) {
+    codes_of_ = nullptr;
     if constexpr (requires { Backend::linear(inner_, state_, c, a); })
       Backend::linear(inner_, state_, c, a);
     else
       inner_.run(c, a);
   }
   void run(const ops::QuantLinearConfig& c, const ops::BitLinear::FwdArgs<float>& a, Aux& aux) {
-    if constexpr (requires { Backend::linear(inner_, state_, c, a); })
+    if constexpr (requires { Backend::linear(inner_, state_, c, a, aux, true); }) {
+      // The backend may keep the activation codes of a.x: q, k and v (gate and
+      // up) read one input, and no kernel ran between them that could change it.
+      const bool held = codes_of_ == a.x && codes_rows_ == c.rows && codes_in_ == c.in;
+      const bool keeps = Backend::linear(inner_, state_, c, a, aux, held);
+      const auto x0 = reinterpret_cast<std::uintptr_t>(a.x), y0 = reinterpret_cast<std::uintptr_t>(a.y);
+      const bool y_over_x = y0 < x0 + c.rows * c.in * sizeof(float) && x0 < y0 + c.rows * c.out * sizeof(float);
+      codes_of_ = keeps && !y_over_x ? a.x : nullptr;
+      codes_rows_ = c.rows;
+      codes_in_ = c.in;
+    } else if constexpr (requires { Backend::linear(inner_, state_, c, a); })
       Backend::linear(inner_, state_, c, a);
     else
       inner_.run(c, a, aux);
   }
   // ... and these three forwards, whose rows the segments place.
   void run(const ops::Rope::Config& c, const ops::Rope::FwdArgs<float>& a) {
+    codes_of_ = nullptr;
+    if constexpr (kRowsAt) {  // every row at its position in one launch
+      Backend::rope(inner_, state_, c, a, row_pos_.size(), ctx_);
+      return;
+    }
     std::size_t row = 0;
     const std::size_t w = c.heads * c.head_dim;
     for (const DecodeSegment& s : segments) {
@@ -201,6 +234,7 @@ class DecodeKernels : public ad::KeyedKernels<DecodeKernels<K>, float> {
     }
   }
   void run(const ops::LearnedPositions::Config& c, const ops::LearnedPositions::FwdArgs<float>& a) {
+    codes_of_ = nullptr;
     std::size_t row = 0;
     for (const DecodeSegment& s : segments) {
       ops::LearnedPositions::Config sc = c;
@@ -213,16 +247,22 @@ class DecodeKernels : public ad::KeyedKernels<DecodeKernels<K>, float> {
     }
   }
   void run(const ops::Attention::Config& c, const ops::Attention::FwdArgs<float>& a) {
+    codes_of_ = nullptr;
     const std::size_t qw = hq_ * dh_;
     float* kc = kc_[layer_].data();
     float* vc = vc_[layer_].data();
     std::size_t row = 0;
     // The cache first: every segment's keys and values at its positions.
-    for (const DecodeSegment& s : segments) {
-      const std::size_t at = (s.slot * ctx_ + s.pos) * kvdim_;
-      Backend::store_rows(inner_, a.k + row * a.ldkv, a.ldkv, s.rows, kvdim_, kc + at);
-      Backend::store_rows(inner_, a.v + row * a.ldkv, a.ldkv, s.rows, kvdim_, vc + at);
-      row += s.rows;
+    if constexpr (kRowsAt) {
+      Backend::store_rows_at(inner_, state_, a.k, a.ldkv, row_pos_.size(), kvdim_, kc, ctx_);
+      Backend::store_rows_at(inner_, state_, a.v, a.ldkv, row_pos_.size(), kvdim_, vc, ctx_);
+    } else {
+      for (const DecodeSegment& s : segments) {
+        const std::size_t at = (s.slot * ctx_ + s.pos) * kvdim_;
+        Backend::store_rows(inner_, a.k + row * a.ldkv, a.ldkv, s.rows, kvdim_, kc + at);
+        Backend::store_rows(inner_, a.v + row * a.ldkv, a.ldkv, s.rows, kvdim_, vc + at);
+        row += s.rows;
+      }
     }
     // Then the queries: a segment from position 0 over its own rows (K's
     // attention); the rest, in runs of adjacent segments, over the cache.
@@ -273,8 +313,17 @@ class DecodeKernels : public ad::KeyedKernels<DecodeKernels<K>, float> {
   std::size_t context() const { return ctx_; }
 
  private:
+  // A backend whose RoPE and cache writes take the rows' positions from its
+  // own copy of them (DecodeBackend<cuda::OpKernels>: one launch each for all
+  // segments); the others run K's RoPE per segment at its offset.
+  static constexpr bool kRowsAt = requires { Backend::kRowsAt; };
   K& inner_;
   std::size_t slots_, ctx_, hq_, hkv_, dh_, kvdim_;
+  std::vector<std::int32_t> row_slot_, row_pos_;
+  // The input whose activation codes the backend holds (null: none), and its shape:
+  // every kernel but a BitLinear forgets it.
+  const float* codes_of_ = nullptr;
+  std::size_t codes_rows_ = 0, codes_in_ = 0;
   std::size_t layer_ = 0;
   std::vector<Buffer<float>> kc_, vc_;
   std::vector<std::int32_t> slot_, pos_;

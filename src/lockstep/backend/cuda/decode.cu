@@ -14,6 +14,7 @@
 //   * o_d = acc_d / l.
 // Which rows share the launch, how many, and their lengths change no chain.
 #include "lockstep/backend/cuda/decode_launch.hpp"
+#include "lockstep/backend/cuda/trace_launch.hpp"
 
 #include <cuda_runtime.h>
 
@@ -99,6 +100,51 @@ __global__ void __launch_bounds__(kThreads) cached_attention_kernel(Args a) {
     a.o[(static_cast<i64>(r) * a.Hq + h) * a.Dh + d] = __fdiv_rn(acc[d], l_sh);
 }
 
+// RoPE of a pass's rows at their own positions (pos: a device array, one per
+// row): ops::Rope::rotate's expression, as rope.cu's kernel computes it, with
+// the table of positions 0..tab_seq-1 (ops::Rope::table at offset 0: entry t
+// is the angle of position t, the same float as entry t - p of the table at
+// offset p, since the position is an exact integer before its conversion).
+__global__ void rope_rows_kernel(i64 rows, i64 heads, i64 head_dim, bool interleaved, i64 tab_seq,
+                                 const float* __restrict__ tab, const std::int32_t* __restrict__ pos, const float* x,
+                                 float* y) {
+  const i64 half = head_dim / 2;
+  const i64 total = rows * heads * half;
+  const float* cos_tab = tab;
+  const float* sin_tab = tab + tab_seq * half;
+  for (i64 i = static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += static_cast<i64>(gridDim.x) * blockDim.x) {
+    const i64 j = i % half;
+    const i64 vec = i / half;  // (row, head)
+    const i64 t = pos[vec / heads];
+    const i64 base = vec * head_dim;
+    const i64 ia = base + (interleaved ? 2 * j : j);
+    const i64 ib = base + (interleaved ? 2 * j + 1 : j + half);
+    const float c = cos_tab[t * half + j];
+    const float sn = sin_tab[t * half + j];
+    const float a = x[ia], b = x[ib];
+    y[ia] = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, sn));
+    y[ib] = __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, sn));
+  }
+}
+
+// Row r of src (ld apart) to the cache row (slot[r], pos[r]) of width floats.
+__global__ void store_rows_at_kernel(const float* __restrict__ src, i64 ld, i64 rows, i64 width,
+                                     const std::int32_t* __restrict__ slot, const std::int32_t* __restrict__ pos,
+                                     i64 ctx, float* __restrict__ dst) {
+  const i64 total = rows * width;
+  for (i64 i = static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += static_cast<i64>(gridDim.x) * blockDim.x) {
+    const i64 r = i / width, c = i - r * width;
+    dst[(static_cast<i64>(slot[r]) * ctx + pos[r]) * width + c] = src[r * ld + c];
+  }
+}
+
+unsigned grid_for(i64 total) {
+  const i64 blocks = (total + 255) / 256;
+  return static_cast<unsigned>(blocks < 132 * 16 ? blocks : 132 * 16);
+}
+
 void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
 }
@@ -130,6 +176,27 @@ void cached_attention(const CachedAttentionShape& s, const float* q, const float
                               "cached attention: shared memory");
   cached_attention_kernel<<<dim3(static_cast<unsigned>(s.q_heads), static_cast<unsigned>(s.rows)), kThreads, smem>>>(a);
   check(cudaGetLastError(), "cached attention launch");
+}
+
+void rope_rows(std::size_t rows, std::size_t heads, std::size_t head_dim, bool interleaved, std::size_t tab_seq,
+               const float* tab, const std::int32_t* pos, const float* x, float* y) {
+  const auto total = static_cast<i64>(rows * heads * (head_dim / 2));
+  if (total == 0) return;
+  trace::launched("rope_rows (decode, positions on the device)");
+  rope_rows_kernel<<<grid_for(total), 256>>>(static_cast<i64>(rows), static_cast<i64>(heads),
+                                             static_cast<i64>(head_dim), interleaved, static_cast<i64>(tab_seq), tab,
+                                             pos, x, y);
+  check(cudaGetLastError(), "rope_rows launch");
+}
+
+void store_rows_at(const float* src, std::size_t ld, std::size_t rows, std::size_t width, const std::int32_t* slot,
+                   const std::int32_t* pos, std::size_t ctx, float* dst) {
+  const auto total = static_cast<i64>(rows * width);
+  if (total == 0) return;
+  trace::launched("store_rows_at (decode cache write)");
+  store_rows_at_kernel<<<grid_for(total), 256>>>(src, static_cast<i64>(ld), static_cast<i64>(rows),
+                                                 static_cast<i64>(width), slot, pos, static_cast<i64>(ctx), dst);
+  check(cudaGetLastError(), "store_rows_at launch");
 }
 
 void store_rows(const float* src, std::size_t ld, std::size_t rows, std::size_t width, float* dst) {

@@ -1,0 +1,64 @@
+// Launchers of the decode projections (decode_linear.cu), callable from g++
+// code (the CUDA model's decode backend, model/cuda_model.cpp). Plain
+// pointers and sizes; every launch goes on the default stream, in order, and
+// none waits for the device (except f16_pack, once per weight per session).
+//
+// A decode pass multiplies a few rows (one token of each sequence) by every
+// weight matrix, so it reads each matrix once: these GEMVs read as few bytes
+// as the canonical expressions allow.
+//   * BitLinear (ops::BitLinear, ops/quant.hpp): the weights' ternary codes
+//     packed 2 bits a code once per session (ternary_pack), the activations
+//     quantized per pass by the training kernels' row quantizer
+//     (row_quantize_i8 of gemm_launch.hpp, the CPU's ops::quantize_rows),
+//     then ternary_gemv: the exact int32 sum (any order: integers) and the
+//     op's epilogue (f32(acc) * step_n) * scale. CPU reference: the
+//     spec's ops::BitLinear::forward and DecodeBackend<cpu::OpKernels>::linear.
+//   * Linear (ops::Linear, the LM head first of all): chain_gemv, one thread
+//     per output cell, acc = +0, acc = fma(x_k, w_k, acc) k ascending, then
+//     the canonical NaN and the bias: ops::matmul's dot_seq, the CPU GEMM's
+//     chain. The weights are read as f16 where f16 holds every value exactly
+//     (f16_pack says; a tied F16 embedding loaded as f32 does) — the same
+//     products, half the bytes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace lockstep::cuda::launch {
+
+// Known bugs switched on by the kernel tests (tests/infer/decode_kernels_gpu_test.cpp)
+// to show that the comparisons catch them; never set otherwise.
+enum class DecodeLinearMutant {
+  none,
+  ternary_last_unit_dropped,  // ternary_gemv skips each row's last 64 codes
+  chain_mul_add,              // chain_gemv rounds the product before the add (no fma)
+};
+void set_decode_linear_mutant(DecodeLinearMutant m);
+
+// Codes per packed unit (one 16-byte load): a row of K codes takes
+// ternary_units(K) units, K rounded up to a multiple of 64.
+inline constexpr std::size_t kTernaryUnitCodes = 64;
+inline std::size_t ternary_units(std::size_t K) { return (K + kTernaryUnitCodes - 1) / kTernaryUnitCodes; }
+
+// codes [M, K] floats in {-1, 0, 1} (ternary_quantize's) to words [M, 4 · ternary_units(K)]:
+// word g of row m holds codes k = 16g + 4j + i (j, i in 0..3) as the field code + 1
+// at bits 8i + 2j; the codes past K are 0 (field 1).
+void ternary_pack(const float* codes, std::size_t M, std::size_t K, std::uint32_t* words);
+
+// y[n, m] = (f32(acc[n, m]) * step[n]) * scale[0], acc the exact sum over k of
+// xq[n, k] · code[m, k], for n < N rows of xq [N, K] int8 and the packed words.
+void ternary_gemv(const std::uint32_t* words, std::size_t M, std::size_t K, const std::int8_t* xq, std::size_t N,
+                  const float* step, const float* scale, float* y);
+
+// half[i] = f16(w[i]) for i < n; *inexact (a device int, set to 0 first by the
+// caller's own copy) becomes nonzero where f16 does not hold w[i] exactly.
+// Waits for the device and returns whether all of w is exact in f16.
+bool f16_pack(const float* w, std::size_t n, std::uint16_t* half, int* inexact);
+
+// y[n, m] = canonical_nan(chain of fma(x[n, k], w[m, k], acc) over k ascending
+// from +0) (+ b[m] when b is not null), x [N, K] row-major, w [M, K] as f32
+// (w32) or as its exact f16 copy (w16); exactly one of w32 and w16 is set.
+void chain_gemv(const float* w32, const std::uint16_t* w16, const float* x, const float* b, std::size_t N,
+                std::size_t M, std::size_t K, float* y);
+
+}  // namespace lockstep::cuda::launch

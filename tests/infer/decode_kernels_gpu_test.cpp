@@ -1,0 +1,165 @@
+// The decode projections' device kernels (backend/cuda/decode_linear.cu,
+// label gpu) against their CPU references, bit for bit, on ragged shapes:
+//   * ternary_pack + ternary_gemv after the training quantizers
+//     (ternary_quantize, row_quantize_i8) = ops::BitLinear::forward (the spec),
+//     K off and on the 64-code units, 1 to 40 rows (the batch chunks), the
+//     2B4T shapes (K 2560 and 6912);
+//   * chain_gemv = ops::matmul_xwt (+ the bias) with f32 weights and with the
+//     exact f16 copy (f16_pack), 1 to 40 rows (every row template), K off the
+//     32-wide tiles, a NaN and signed zeros in x;
+//   * f16_pack says exact only when every value is;
+//   * two planted bugs (decode_linear_launch.hpp's DecodeLinearMutant) are caught.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "../model/model_test_util.hpp"
+#include "lockstep/ad/rng.hpp"
+#include "lockstep/backend/cuda/decode_linear_launch.hpp"
+#include "lockstep/backend/cuda/device.hpp"
+#include "lockstep/backend/cuda/gemm_launch.hpp"
+#include "lockstep/model/model.hpp"
+#include "lockstep/ops/op.hpp"
+#include "lockstep/ops/quant.hpp"
+
+namespace {
+
+using namespace lockstep;
+namespace launch = cuda::launch;
+using model::testing::differing_bits;
+
+struct Shape {
+  std::size_t N, K, M;
+};
+
+std::vector<float> uniform(std::size_t n, double a, std::uint64_t seed) {
+  ad::Rng rng(seed);
+  std::vector<float> v(n);
+  for (auto& x : v) x = static_cast<float>(rng.uniform(-a, a));
+  return v;
+}
+
+// The device's BitLinear decode: what DecodeBackend<cuda::OpKernels>::linear runs.
+std::vector<float> gpu_bitlinear(const Shape& s, const std::vector<float>& x, const std::vector<float>& w) {
+  const std::size_t n = s.M * s.K;
+  cuda::DeviceBuffer<float> dx(x.size()), dw(n), codes(n), dequant(n), params(2), scratch(launch::ternary_scratch(n)),
+      step(s.N), y(s.N * s.M);
+  cuda::DeviceBuffer<std::uint32_t> words(s.M * 4 * launch::ternary_units(s.K));
+  cuda::DeviceBuffer<std::int8_t> xq(s.N * s.K);
+  dx.upload(x);
+  dw.upload(w);
+  launch::ternary_quantize(dw.data(), n, static_cast<float>(n), static_cast<float>(1e-5), codes.data(), dequant.data(),
+                           params.data(), scratch.data());
+  launch::ternary_pack(codes.data(), s.M, s.K, words.data());
+  launch::row_quantize_i8(dx.data(), s.N, s.K, static_cast<float>(ops::BitLinear::kActFloor), xq.data(), step.data(),
+                          nullptr);
+  launch::ternary_gemv(words.data(), s.M, s.K, xq.data(), s.N, step.data(), params.data(), y.data());
+  cuda::synchronize("ternary_gemv test");
+  return y.download();
+}
+
+std::vector<float> cpu_bitlinear(const Shape& s, const std::vector<float>& x, const std::vector<float>& w) {
+  const ops::BitLinear::Inputs<float> in{Tensor<float>({s.N, s.K}, x), Tensor<float>({s.M, s.K}, w)};
+  return ops::BitLinear::forward(ops::QuantLinearConfig{s.N, s.K, s.M}, in).y.data;
+}
+
+std::vector<float> gpu_chain(const Shape& s, const std::vector<float>& x, const std::vector<float>& w,
+                             const std::vector<float>* bias, bool f16, bool* exact) {
+  cuda::DeviceBuffer<float> dx(x.size()), dw(w.size()), db(bias ? bias->size() : 1), y(s.N * s.M);
+  cuda::DeviceBuffer<std::uint16_t> half(w.size());
+  cuda::DeviceBuffer<int> flag(1);
+  dx.upload(x);
+  dw.upload(w);
+  if (bias) db.upload(*bias);
+  *exact = launch::f16_pack(dw.data(), w.size(), half.data(), flag.data());
+  launch::chain_gemv(f16 ? nullptr : dw.data(), f16 ? half.data() : nullptr, dx.data(), bias ? db.data() : nullptr,
+                     s.N, s.M, s.K, y.data());
+  cuda::synchronize("chain_gemv test");
+  return y.download();
+}
+
+std::vector<float> cpu_chain(const Shape& s, const std::vector<float>& x, const std::vector<float>& w,
+                             const std::vector<float>* bias) {
+  std::vector<float> y(s.N * s.M);
+  ops::matmul_xwt(s.N, s.M, s.K, x.data(), w.data(), y.data());
+  if (bias)
+    for (std::size_t n = 0; n < s.N; ++n)
+      for (std::size_t m = 0; m < s.M; ++m) y[n * s.M + m] = y[n * s.M + m] + (*bias)[m];
+  return y;
+}
+
+const std::vector<Shape> kTernaryShapes{{1, 2560, 640}, {1, 65, 3},    {3, 1, 7},     {5, 63, 129}, {17, 130, 33},
+                                        {40, 257, 100}, {32, 6912, 300}, {2, 2560, 6912}, {1, 6912, 2560}};
+const std::vector<Shape> kChainShapes{{1, 2560, 5000}, {3, 33, 4097}, {4, 64, 130},  {8, 100, 300},
+                                      {9, 31, 129},    {16, 65, 257}, {17, 1, 200}, {40, 2560, 1000}};
+
+class DecodeKernelsGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!model::cuda_device_available(&why)) GTEST_SKIP() << why;
+  }
+  void TearDown() override { launch::set_decode_linear_mutant(launch::DecodeLinearMutant::none); }
+
+  // Differing cells over every ternary shape.
+  static std::size_t ternary_differences(bool print) {
+    std::size_t total = 0;
+    std::uint64_t seed = 1;
+    for (const Shape& s : kTernaryShapes) {
+      std::vector<float> x = uniform(s.N * s.K, 3.0, seed++), w = uniform(s.M * s.K, 0.1, seed++);
+      x[0] = -0.0f;
+      const std::size_t d = differing_bits(gpu_bitlinear(s, x, w), cpu_bitlinear(s, x, w));
+      if (print && d != 0) ADD_FAILURE() << "ternary_gemv N " << s.N << " K " << s.K << " M " << s.M << ": " << d
+                                         << " cells differ from ops::BitLinear::forward";
+      total += d;
+    }
+    return total;
+  }
+  static std::size_t chain_differences(bool print) {
+    std::size_t total = 0;
+    std::uint64_t seed = 100;
+    for (const Shape& s : kChainShapes)
+      for (int variant = 0; variant < 3; ++variant) {  // f32 weights; f16-exact weights; f16-exact + bias
+        std::vector<float> x = uniform(s.N * s.K, 2.0, seed++), w = uniform(s.M * s.K, 1.0, seed++);
+        const bool f16 = variant > 0;
+        if (f16)
+          for (auto& v : w) v = std::round(v * 1024.0f) / 1024.0f;  // k / 1024, |k| <= 1024: exact in f16
+        x[0] = -0.0f;
+        if (s.N * s.K > 3) x[3] = std::numeric_limits<float>::quiet_NaN();
+        const std::vector<float> bias = uniform(s.M, 1.0, seed++);
+        const std::vector<float>* b = variant == 2 ? &bias : nullptr;
+        bool exact = false;
+        const std::size_t d = differing_bits(gpu_chain(s, x, w, b, f16, &exact), cpu_chain(s, x, w, b));
+        if (print) {
+          EXPECT_EQ(exact, f16) << "f16_pack's verdict, N " << s.N << " K " << s.K << " M " << s.M;
+          if (d != 0)
+            ADD_FAILURE() << "chain_gemv N " << s.N << " K " << s.K << " M " << s.M << (f16 ? " f16" : " f32")
+                          << (b ? " bias" : "") << ": " << d << " cells differ from ops::matmul_xwt";
+        }
+        total += d;
+      }
+    return total;
+  }
+};
+
+TEST_F(DecodeKernelsGpu, TernaryGemvEqualsTheBitLinearSpec) { EXPECT_EQ(ternary_differences(true), 0u); }
+
+TEST_F(DecodeKernelsGpu, ChainGemvEqualsTheCanonicalMatmul) { EXPECT_EQ(chain_differences(true), 0u); }
+
+TEST_F(DecodeKernelsGpu, PlantedBugsAreCaught) {
+  launch::set_decode_linear_mutant(launch::DecodeLinearMutant::ternary_last_unit_dropped);
+  const std::size_t t = ternary_differences(false);
+  launch::set_decode_linear_mutant(launch::DecodeLinearMutant::chain_mul_add);
+  const std::size_t c = chain_differences(false);
+  launch::set_decode_linear_mutant(launch::DecodeLinearMutant::none);
+  std::printf("planted: ternary_gemv dropping each row's last 64 codes: %zu cells differ; chain_gemv with mul+add "
+              "for fma: %zu cells differ\n",
+              t, c);
+  EXPECT_GT(t, 0u) << "the ternary comparison did not see the dropped codes";
+  EXPECT_GT(c, 0u) << "the chain comparison did not see the unfused product";
+}
+
+}  // namespace
