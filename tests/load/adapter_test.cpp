@@ -352,7 +352,8 @@ TEST(AdaptedModel, ZeroBGivesTheBaseLogitsBitForBit) {
 // bits; the merged model is close to (not the bits of) the unmerged one.
 TEST(AdaptedModel, UnmergedMergedAndReloaded) {
   const auto base = base_model();
-  const model::Adapter a = random_adapter(base, kModules, 4, 16.0, 0.3f, 6);
+  model::Adapter a = random_adapter(base, kModules, 4, 16.0, 0.3f, 6);
+  a.config.rslora = true;  // s = 16 / sqrt(4) = 8 (alpha / r would be 4)
   auto plain = load::make_loaded_model(base);
   auto adapted = load::make_adapted_model(base, a);
   const auto ids = tokens(base.config.vocab_size, 12);

@@ -16,6 +16,7 @@
 // into a float base's weights.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,6 +33,9 @@ inline constexpr const char* kAdapterWeightsFile = "adapter_model.safetensors";
 // PEFT's tensor names of a module: "base_model.model." + module + ".lora_A.weight" (".lora_B.weight").
 std::string peft_lora_a_name(const std::string& module);
 std::string peft_lora_b_name(const std::string& module);
+
+// A rank beyond this is no low-rank adapter (and keeps rank·in from overflowing).
+inline constexpr std::uint64_t kMaxAdapterRank = 1u << 16;
 
 // adapter_config.json's text -> the config. Throws std::runtime_error with one
 // line naming `source` and the field (not JSON, peft_type not "LORA", r not a
