@@ -213,6 +213,25 @@ TEST(Adapter, NonFiniteIsRefusedAndThePreviousDirectoryIsIntact) {
   fs::remove_all(d);
 }
 
+// A save interrupted between its two renames (the weights new, the config
+// old) is refused on load, not read as a mix of two adapters.
+TEST(Adapter, ATornSaveIsRefused) {
+  const auto base = base_model();
+  const fs::path d = temp_dir("torn");
+  load::save_adapter(d.string(), random_adapter(base, kModules, 2, 16.0, 0.1f, 8));
+  model::Adapter next = random_adapter(base, kModules, 2, 4.0, 0.1f, 9);  // the same shapes, another alpha
+  io::g_before_rename_hook = [](const std::string& tmp) {
+    if (tmp.find(load::kAdapterConfigFile) != std::string::npos) throw std::runtime_error("crash before the config");
+  };
+  EXPECT_NE(error_of([&] { load::save_adapter(d.string(), next); }).find("crash before the config"), std::string::npos);
+  io::g_before_rename_hook = nullptr;
+  const std::string e = error_of([&] { load::load_adapter(d.string()); });
+  EXPECT_NE(e.find("are from different saves"), std::string::npos) << e;
+  load::save_adapter(d.string(), next);  // saved again: whole
+  EXPECT_EQ(load::load_adapter(d.string()).config.alpha, 4.0);
+  fs::remove_all(d);
+}
+
 TEST(Adapter, MalformedConfigIsOneClearLine) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"{\"peft_type\": \"LORA\", \"r\": 8", "not valid JSON"},

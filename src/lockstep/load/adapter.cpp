@@ -15,6 +15,7 @@
 
 #include "lockstep/io/atomic_file.hpp"
 #include "lockstep/io/escape.hpp"
+#include "lockstep/num/hash.hpp"
 #include "lockstep/ops/op.hpp"
 #include "lockstep/tensor/convert.hpp"
 
@@ -26,6 +27,12 @@ namespace {
 constexpr std::string_view kPrefix = "base_model.model.";
 constexpr std::string_view kSuffixA = ".lora_A.weight";
 constexpr std::string_view kSuffixB = ".lora_B.weight";
+// The weights file's metadata names the config file it was saved with (its
+// hash), so a pair torn by a crash between the two renames is refused, not
+// read as a mix. PEFT ignores the key; PEFT's own files do not have it.
+constexpr const char* kConfigHashKey = "lockstep.adapter_config_hash";
+
+std::string config_hash(const std::string& text) { return num::hash_hex(num::hash_bytes(text.data(), text.size())); }
 
 bool ends_with(std::string_view s, std::string_view t) {
   return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
@@ -156,7 +163,7 @@ void save_adapter(const std::string& dir, const model::Adapter& adapter) {
     refs.push_back(io::TensorRef::f32(peft_lora_a_name(t.module), {r, static_cast<std::int64_t>(t.in)}, t.a));
     refs.push_back(io::TensorRef::f32(peft_lora_b_name(t.module), {static_cast<std::int64_t>(t.out), r}, t.b));
   }
-  const std::vector<std::uint8_t> weights = io::serialize_safetensors(refs, {{"format", "pt"}});
+  const std::vector<std::uint8_t> weights = io::serialize_safetensors(refs, {{"format", "pt"}, {kConfigHashKey, config_hash(config)}});
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw std::runtime_error(fmt::format("cannot create the adapter directory '{}': {}", dir, ec.message()));
@@ -174,8 +181,14 @@ model::Adapter load_adapter(const std::string& dir) {
   for (const auto& p : {config_path, weights_path})
     if (!fs::exists(p)) throw std::runtime_error(fmt::format("adapter '{}' has no {}", dir, fs::path(p).filename().string()));
   model::Adapter a;
-  a.config = parse_adapter_config(io::read_file_text(config_path), config_path);
+  const std::string config_text = io::read_file_text(config_path);
+  a.config = parse_adapter_config(config_text, config_path);
   const io::SafetensorsFile file = io::SafetensorsFile::read(weights_path);
+  if (const auto it = file.metadata().find(kConfigHashKey);
+      it != file.metadata().end() && it->second != config_hash(config_text))
+    throw std::runtime_error(fmt::format("adapter '{}': {} and {} are from different saves (a save was interrupted "
+                                         "between its two files, or one was replaced): save the adapter again",
+                                         dir, kAdapterWeightsFile, kAdapterConfigFile));
   try {
     a.tensors = adapter_tensors(file, a.config);
     if (a.tensors.empty()) throw std::runtime_error("it holds no lora_A/lora_B tensors");
