@@ -252,6 +252,7 @@ TEST(Adapter, MalformedConfigIsOneClearLine) {
       {"{\"peft_type\": \"LORA\", \"r\": 8, \"use_dora\": true}", "'use_dora' is set"},
       {"{\"peft_type\": \"LORA\", \"r\": 8, \"rank_pattern\": {\"q_proj\": 4}}", "'rank_pattern' is set"},
       {"{\"peft_type\": \"LORA\", \"r\": 8, \"modules_to_save\": [\"lm_head\"]}", "'modules_to_save' is set"},
+      {"{\"peft_type\": \"LORA\", \"r\": 8, \"lora_bias\": true}", "'lora_bias' is set"},
   };
   for (const auto& [text, want] : cases) {
     const std::string e = error_of([&] { load::parse_adapter_config(text, "dir/adapter_config.json"); });
@@ -266,7 +267,8 @@ TEST(Adapter, MalformedConfigIsOneClearLine) {
           "layers_to_transform": null, "loftq_config": {}, "lora_alpha": 16, "lora_dropout": 0.05,
           "megatron_config": null, "megatron_core": "megatron.core", "modules_to_save": null, "peft_type": "LORA",
           "r": 8, "rank_pattern": {}, "revision": null, "target_modules": ["v_proj", "q_proj"],
-          "task_type": "CAUSAL_LM", "use_dora": false, "use_rslora": false, "peft_version": "0.21.0"})",
+          "task_type": "CAUSAL_LM", "use_dora": false, "use_rslora": false, "peft_version": "0.21.0",
+          "lora_bias": false, "trainable_token_indices": null, "target_parameters": null, "exclude_modules": null})",
       "peft");
   EXPECT_EQ(c.rank, 8u);
   EXPECT_EQ(c.alpha, 16.0);

@@ -113,6 +113,9 @@ model::LoraConfig parse_adapter_config(std::string_view text, const std::string&
   require_off(j, "modules_to_save", source, "modules saved whole");
   require_off(j, "layer_replication", source, "replicated layers");
   require_off(j, "use_qalora", source, "QA-LoRA");
+  require_off(j, "lora_bias", source, "a bias on lora_B");
+  require_off(j, "trainable_token_indices", source, "trainable token embeddings");
+  require_off(j, "target_parameters", source, "LoRA on bare parameters");
   return c;
 }
 
