@@ -95,6 +95,12 @@ TEST_F(AdapterCli, GenerateWithAnAdapter) {
   ASSERT_EQ(st, 0) << adapted;
   EXPECT_NE(adapted, base);  // the adapter changes the greedy text
   EXPECT_EQ(generate("--adapter " + (dir_ / "adapter").string() + " --threads 2", &st), adapted);
+  // A lockstep checkpoint directory (--checkpoint) takes the adapter the same way.
+  const std::string ck = cli("generate --checkpoint " + (dir_ / "base").string() + " --adapter " +
+                                 (dir_ / "adapter").string() + " --prompt 'Once upon' --temperature 0 --max-tokens 8 2>&1",
+                             &st);
+  EXPECT_EQ(st, 0) << ck;
+  EXPECT_EQ(ck, adapted);
   // PEFT's initialization (B = 0): the base's text.
   EXPECT_EQ(generate("--adapter " + (dir_ / "zero").string(), &st), base);
   // chat takes the flag too.
