@@ -3,13 +3,13 @@
 # each for N seconds (default 60), niced. Corpora live in build/fuzz/corpus/
 # (seeded from the test data when present); crashes are written to
 # build/fuzz/artifacts/ and make the script fail.
-#   scripts/fuzz.sh [seconds] [target...]     targets: gguf gguf_model tiktoken gpt2 tokenizer_json encode regex safetensors rdata hf_config shards train_config
+#   scripts/fuzz.sh [seconds] [target...]     targets: gguf gguf_model tiktoken gpt2 tokenizer_json encode regex safetensors rdata hf_config adapter_config shards train_config
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(gguf gguf_model tiktoken gpt2 tokenizer_json encode regex safetensors rdata hf_config shards train_config)
+[ ${#targets[@]} -gt 0 ] || targets=(gguf gguf_model tiktoken gpt2 tokenizer_json encode regex safetensors rdata hf_config adapter_config shards train_config)
 CXX=${CXX_FUZZ:-clang++-14}
 cmake -S fuzz -B build/fuzz -G Ninja -DCMAKE_CXX_COMPILER="$CXX" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build/fuzz -j "${LOCKSTEP_JOBS:-2}" >/dev/null
@@ -44,6 +44,7 @@ done
 seed safetensors tests/fixtures/fuzz/tiny.safetensors
 seed rdata tests/fixtures/fuzz/tiny.rdb
 seed hf_config tests/fixtures/fuzz/gpt2_config.json
+seed adapter_config tests/fixtures/fuzz/adapter_config.json
 seed shards tests/fixtures/fuzz/tiny.tokens
 seed train_config tests/fixtures/fuzz/train_config.json
 seed encode $td/tokenizers/TestPlans.txt $td/gguf-vocab/ggml-vocab-gpt-2.gguf.inp

@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "lockstep/load/adapted_model.hpp"
+#include "lockstep/load/adapter.hpp"
 #include "lockstep/load/model_file.hpp"
 #include "lockstep/tok/bpe.hpp"
 #include "lockstep/tok/gguf_vocab.hpp"
@@ -22,6 +24,12 @@ void ModelSource::add(CLI::App* cmd) {
   ck->excludes(mf);
   cmd->add_option("--tokenizer", tokenizer, "tokenizer.json to use instead of the model's");
   cmd->add_option("--device", device, "cpu or cuda (the same tokens either way)")->default_str("cpu");
+  cmd->add_option("--adapter", adapter,
+                  "a LoRA adapter directory (PEFT: adapter_config.json + adapter_model.safetensors), applied "
+                  "unmerged (CPU)");
+  cmd->add_flag("--merge-adapter", merge_adapter,
+                "fold --adapter into the weights before running (faster, any --device; close to the unmerged "
+                "logits, not the same bits)");
 }
 
 namespace {
@@ -30,7 +38,17 @@ bool is_gguf(const std::string& path) {
 }
 }  // namespace
 
+// The base with the adapter: unmerged (the adapted CPU model) or merged.
+static std::unique_ptr<model::Model> with_adapter(load::LoadedModel base, const std::string& dir, bool merge,
+                                                  const std::string& device) {
+  model::Adapter adapter = load::load_adapter(dir);
+  if (!merge) return load::make_adapted_model(std::move(base), std::move(adapter), device);
+  load::merge_adapter(adapter, base.config, base.params);
+  return load::make_loaded_model(std::move(base), device);
+}
+
 LoadedModel ModelSource::load() const {
+  if (merge_adapter && adapter.empty()) throw std::invalid_argument("--merge-adapter needs --adapter DIR");
   if (device != "cpu" && device != "cuda")
     throw std::invalid_argument(fmt::format("--device must be cpu or cuda, got '{}'", device));
   if (checkpoint.empty() == model_file.empty())
@@ -53,7 +71,8 @@ LoadedModel ModelSource::load() const {
         m.tokenizer = std::make_unique<tok::BpeTokenizer>(tok::load_hf_tokenizer_json(dir / "tokenizer.json"));
       }
     }
-    m.model = load::make_loaded_model(std::move(loaded), device);
+    m.model = adapter.empty() ? load::make_loaded_model(std::move(loaded), device)
+                              : with_adapter(std::move(loaded), adapter, merge_adapter, device);
     return m;
   }
   train::LoadedCheckpoint ck = train::load_checkpoint(checkpoint, false);
@@ -62,7 +81,10 @@ LoadedModel ModelSource::load() const {
     m.tokenizer = std::make_unique<tok::BpeTokenizer>(
         tok::parse_hf_tokenizer_json(ck.tokenizer_json, ck.dir + "/tokenizer.json"));
   }
-  if (device == "cpu") {
+  if (!adapter.empty()) {
+    load::LoadedModel base{ck.model->config(), ck.model->params(), "checkpoint", {}};
+    m.model = with_adapter(std::move(base), adapter, merge_adapter, device);
+  } else if (device == "cpu") {
     m.model = std::move(ck.model);
   } else {
     m.model = model::make_model(ck.model->config(), device);

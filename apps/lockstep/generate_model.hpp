@@ -25,9 +25,13 @@ struct LoadedModel {
 // directory with its tokenizer.json) or --model FILE.gguf|DIR (a GGUF file
 // with its vocabulary, or a Hugging Face directory with its tokenizer.json;
 // load/model_file.hpp); --tokenizer tokenizer.json instead of the model's;
-// --device cpu|cuda.
+// --device cpu|cuda; --adapter DIR (a PEFT-format LoRA adapter, load/adapter.hpp)
+// applied unmerged by the adapted CPU model (load/adapted_model.hpp), or with
+// --merge-adapter folded into the weights first (any device; not the unmerged
+// bits: docs/LORA.md).
 struct ModelSource {
-  std::string checkpoint, model_file, tokenizer, device = "cpu";
+  std::string checkpoint, model_file, tokenizer, device = "cpu", adapter;
+  bool merge_adapter = false;
   void add(CLI::App* cmd);
   LoadedModel load() const;  // std::invalid_argument for a bad flag or a missing file
 };
