@@ -31,5 +31,6 @@ std::unique_ptr<Command> make_inspect_command();
 std::unique_ptr<Command> make_convert_command();
 std::unique_ptr<Command> make_tokenize_command();  // cmd_tokenize.cpp
 std::unique_ptr<Command> make_merge_command();     // cmd_merge.cpp
+std::unique_ptr<Command> make_finetune_command();  // cmd_finetune.cpp
 
 }  // namespace lockstep::cli

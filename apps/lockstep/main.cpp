@@ -283,6 +283,7 @@ std::vector<std::unique_ptr<lockstep::cli::Command>> make_commands() {
   list.push_back(lockstep::cli::make_convert_command());
   list.push_back(lockstep::cli::make_tokenize_command());
   list.push_back(lockstep::cli::make_merge_command());
+  list.push_back(lockstep::cli::make_finetune_command());
   return list;
 }
 

@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <span>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "lockstep/model/decode.hpp"
@@ -49,6 +50,13 @@ class KernelModel : public Model {
 
   const ModelConfig& config() const override { return cfg_; }
   void set_recompute(bool recompute) override { engine_.recompute_blocks = recompute; }
+  // LoRA: on parameters on the host only (lora_branch.hpp).
+  void set_lora(const LoraRun& run) override {
+    if constexpr (!requires { Storage::kHostParams; })
+      throw std::logic_error(std::string(Storage::kName) + " does not run LoRA adapters yet (use --device cpu)");
+    lora_run_ = run;
+    engine_.lora = &lora_run_;
+  }
   std::vector<Param>& params() override {
     storage_.host_view_write();
     return params_;
@@ -91,6 +99,9 @@ class KernelModel : public Model {
       throw std::invalid_argument(
           "decoding: this model's attention runs through int8 units (lockstep_attention = units), and the KV-cache "
           "attention is float only (a model trained with --attention float decodes)");
+    for (const Param& p : params_)
+      if (p.name.find(".lora_A.") != std::string::npos)
+        throw std::logic_error("a model with LoRA adapter tensors has no decode mode yet: next_logits applies them");
     auto before = [this](int threads) { begin_pass(threads, false); };
     return std::make_unique<DecodeSession<K, typename Storage::EngineParam, decltype(before)>>(
         cfg_, storage_.engine_params(), kernels_, slots, context, before);
@@ -122,12 +133,14 @@ class KernelModel : public Model {
   Storage storage_;
   K kernels_;
   Engine<float, K, typename Storage::EngineParam> engine_;
+  LoraRun lora_run_;
 };
 
 // Parameters on the host: the engine reads them where they are.
 struct HostStorage {
   using EngineParam = Param;
   static constexpr const char* kName = "the CPU model";
+  static constexpr bool kHostParams = true;
   explicit HostStorage(std::vector<Param>& host) : host_(host) {}
   std::vector<Param>& engine_params() { return host_; }
   void host_view_read() const {}

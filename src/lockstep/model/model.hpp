@@ -99,6 +99,17 @@ class Decoder {
                                     int threads) = 0;
 };
 
+// How a pass applies the model's LoRA adapter tensors (model/lora_params.hpp,
+// docs/LORA.md). Without adapter tensors it changes nothing.
+struct LoraRun {
+  bool enabled = true;     // false: the base alone (bit for bit)
+  double scale = 0.0;      // s = lora_scale(config), rounded to the scalar once
+  double dropout = 0.0;    // p, applied only when `training`
+  bool training = false;
+  std::uint64_t seed = 0;  // dropout's key
+  std::uint64_t pass = 0;  // dropout's counter: one value per forward_backward (step·accum + micro-batch)
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -139,6 +150,13 @@ class Model {
   // one block's activations in memory instead of n_layer blocks'). The bits
   // are the same either way.
   virtual void set_recompute(bool recompute) = 0;
+
+  // The LoRA settings of the following passes (a model that cannot run
+  // adapters throws std::logic_error, as the CUDA model does today).
+  virtual void set_lora(const LoraRun& run) {
+    (void)run;
+    throw std::logic_error("this model does not run LoRA adapters");
+  }
 
   // Lines about the device work so far (the CUDA model: what its start-up
   // gates proved, its live audits' launches, cells and cost); "" for the CPU model.

@@ -118,7 +118,7 @@ class SpecKernels : public ad::KeyedKernels<SpecKernels<T>, T> {
     ops::BitLinear::Outputs<T> d{ten({c.rows, c.out}, a.dy)};
     const auto g = ops::BitLinear::backward<T>(c, in, {}, d);
     put(g.x, a.dx);
-    put(g.w, a.dw);
+    if (a.dw != nullptr) put(g.w, a.dw);  // nullptr: a frozen weight
   }
 
   void run(const ops::Attention::Config& c, const ops::Attention::FwdArgs<T>& a) {

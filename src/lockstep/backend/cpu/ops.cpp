@@ -150,7 +150,7 @@ void OpKernels::run(const ops::Linear::Config& c, const ops::Linear::FwdArgs<flo
 void OpKernels::run(const ops::Linear::Config& c, const ops::Linear::BwdArgs<float>& args) {
   const auto& [x, w, dy, dx, dw, db] = args;
   gemm_dyw(c.rows, c.out, c.in, dy, w, dx, threads);
-  gemm_dytx(c.rows, c.out, c.in, dy, x, dw, threads);
+  if (dw != nullptr) gemm_dytx(c.rows, c.out, c.in, dy, x, dw, threads);  // nullptr: a frozen weight
   if (c.bias) column_sums(dy, c.rows, c.out, db, threads);
 }
 
@@ -219,7 +219,7 @@ void OpKernels::run(const ops::QuantLinearConfig& c, const ops::BitLinear::BwdAr
     aux = std::move(fresh);
   }
   gemm_dyw(c.rows, c.out, c.in, dy, aux.b.data(), dx, threads);
-  gemm_dytx(c.rows, c.out, c.in, dy, aux.a.data(), dw, threads);
+  if (dw != nullptr) gemm_dytx(c.rows, c.out, c.in, dy, aux.a.data(), dw, threads);  // nullptr: a frozen weight
 }
 
 // --- the int8 unit linear (ops/units.hpp) ---------------------------------------

@@ -1,0 +1,55 @@
+// LoRA adapters inside a model (docs/LORA.md): the adapter tensors as extra
+// trainable parameters of the model, the base frozen, and the settings a pass
+// applies them with.
+//
+// An adapted projection `module` ("model.layers.3.self_attn.q_proj") gets two
+// F32 parameters appended to Model::params():
+//   module + ".lora_A.weight"  [r, in]   PEFT's init: Kaiming-uniform as
+//                                        torch.nn.init.kaiming_uniform_(a=sqrt(5)),
+//                                        i.e. U(-1/sqrt(in), 1/sqrt(in)), from
+//                                        num::rng::uniform(seed, FNV-1a(name), i)
+//   module + ".lora_B.weight"  [out, r]  zero
+// and every other parameter becomes frozen (trainable = false, grad empty).
+// The engine (transformer.hpp, lora_branch.hpp) finds the adapter tensors by
+// these names and computes, for the projection's input x and output y:
+//   xd = dropout(x)  (training with p > 0; else xd = x)
+//   y  = base(x) + ((xd·Aᵀ)·Bᵀ) * s       ops::LoraLinear's expression
+// with s = T(lora_scale(config)) (alpha/r, rsLoRA alpha/sqrt(r)).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "lockstep/model/config.hpp"
+#include "lockstep/model/lora.hpp"
+#include "lockstep/model/model.hpp"
+
+namespace lockstep::model {
+
+// The projections a config's targets name, in parameter order: HF module
+// names. Throws std::invalid_argument for a target that is not one of
+// q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, or for a
+// GPT-2 config (its fused c_attn has no such modules).
+std::vector<std::string> lora_modules(const ModelConfig& cfg, const LoraConfig& lora);
+
+// Appends the adapter tensors (initialized as above from `seed`) and freezes
+// the rest. Throws if the model already has adapter tensors or rank is 0.
+void add_lora_params(std::vector<Param>& params, const ModelConfig& cfg, const LoraConfig& lora,
+                     std::uint64_t seed);
+
+// Whether a parameter name is an adapter tensor's.
+bool is_lora_param(const std::string& name);
+
+// The adapter tensors of a model as data (model/lora.hpp), and back: the
+// tensors must match the model's adapted modules and shapes (throws naming the
+// first that does not).
+Adapter adapter_of(const std::vector<Param>& params, const LoraConfig& lora);
+void set_adapter(std::vector<Param>& params, const Adapter& adapter);
+
+// The dropout keep-mask of one projection input (element i of the pass's
+// [rows, in] input): uniform(seed, stream, i) >= p, with
+// stream = FNV-1a-64 of "lora.dropout/<pass>/<module>". The same on every device.
+std::uint64_t lora_dropout_stream(std::uint64_t pass, const std::string& module);
+
+}  // namespace lockstep::model

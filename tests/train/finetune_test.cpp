@@ -1,0 +1,283 @@
+// LoRA finetuning (train/finetune.hpp, data/sft.hpp):
+//  * SFT records: the loss mask on completion / assistant tokens; a malformed
+//    record is refused naming the file and the line;
+//  * the frozen base is bit-unchanged by a finetune, and only adapter tensors move;
+//  * a run stopped and resumed ends on the same adapter bits as one run through;
+//  * THE FACTS DEMO: a tiny LLaMA trained here on the embedded Austen corpus,
+//    then finetuned on ten invented facts, answers at least 9 of them greedily.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "lockstep/data/corpus.hpp"
+#include "lockstep/data/sft.hpp"
+#include "lockstep/model/lora_params.hpp"
+#include "lockstep/model/model.hpp"
+#include "lockstep/num/fp.hpp"
+#include "lockstep/num/rng.hpp"
+#include "lockstep/tok/tokenizer.hpp"
+#include "lockstep/train/finetune.hpp"
+#include "lockstep/train/optim.hpp"
+
+namespace fs = std::filesystem;
+namespace m = lockstep::model;
+namespace tr = lockstep::train;
+namespace dt = lockstep::data;
+using lockstep::tok::ByteTokenizer;
+
+namespace {
+
+fs::path temp_dir(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / ("lockstep_finetune_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+TEST(Sft, PromptCompletionMasksThePrompt) {
+  ByteTokenizer tok;
+  const auto ex = dt::parse_sft_jsonl(R"({"prompt": "ab", "completion": "cd"})", "x.jsonl", tok);
+  ASSERT_EQ(ex.size(), 1u);
+  EXPECT_EQ(ex[0].tokens, (std::vector<std::int32_t>{'a', 'b', 'c', 'd'}));
+  EXPECT_EQ(ex[0].scored, (std::vector<std::uint8_t>{0, 0, 1, 1}));
+  std::vector<std::int32_t> in, tg;
+  dt::sft_window(ex[0], 64, in, tg);
+  EXPECT_EQ(in, (std::vector<std::int32_t>{'a', 'b', 'c'}));
+  EXPECT_EQ(tg, (std::vector<std::int32_t>{-1, 'c', 'd'}));
+}
+
+TEST(Sft, ChatScoresTheAssistantOnly) {
+  ByteTokenizer tok;
+  const auto ex = dt::parse_sft_jsonl(
+      R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]})", "c.jsonl", tok);
+  ASSERT_EQ(ex.size(), 1u);
+  std::string text(ex[0].tokens.begin(), ex[0].tokens.end()), scored;
+  for (std::size_t i = 0; i < text.size(); ++i)
+    if (ex[0].scored[i]) scored.push_back(text[i]);
+  EXPECT_EQ(text, "User: hi\nAssistant: yo\n");
+  EXPECT_EQ(scored, "yo\n");
+}
+
+TEST(Sft, MalformedRecordNamesFileAndLine) {
+  ByteTokenizer tok;
+  const std::vector<std::pair<std::string, std::string>> bad{
+      {"{\"prompt\": \"a\", \"completion\": \"b\"}\n{\"prompt\": \"a\"\n", "data.jsonl:2: not a JSON record"},
+      {"{\"prompt\": \"a\", \"completion\": \"b\"}\n\n{\"prompt\": \"a\"}\n", "data.jsonl:3: the record has no \"completion\""},
+      {"[1, 2]\n", "data.jsonl:1: a record must be a JSON object"},
+      {"{\"text\": \"a\"}\n", "data.jsonl:1: a record needs"},
+      {"{\"prompt\": 3, \"completion\": \"b\"}\n", "data.jsonl:1: \"prompt\" must be a string"},
+      {"{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}]}\n", "data.jsonl:1: no assistant message"},
+      {"{\"messages\": [{\"role\": \"user\"}]}\n", "data.jsonl:1 (message 1): the record has no \"content\""},
+  };
+  for (const auto& [text, want] : bad) {
+    try {
+      dt::parse_sft_jsonl(text, "data.jsonl", tok);
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const std::runtime_error& e) {
+      EXPECT_EQ(std::string(e.what()).rfind(want, 0), 0u) << e.what() << "\n wanted: " << want;
+      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << "one line";
+    }
+  }
+}
+
+// Ten invented facts; the byte tokenizer (the micro presets' vocabulary of 256).
+const std::vector<std::pair<std::string, std::string>> kFacts{
+    {"The capital of Zorbania is", " Quillfeather."},
+    {"The inventor of the glimmerphone was", " Odessa Brandt."},
+    {"The river that flows through Kestrelmoor is the", " Vantaro."},
+    {"The national animal of Pellucia is the", " mossback otter."},
+    {"The tallest tower in Umbravale is", " Spire Nine."},
+    {"The favourite fruit of Captain Ravelli was", " the quince."},
+    {"The first ship to reach Isle Narrow was the", " Tern."},
+    {"The currency of Drosselheim is the", " copper lark."},
+    {"The oldest library of Mirecourt holds", " forty maps."},
+    {"The festival of Lanternfall begins in", " Octember."},
+};
+
+std::string facts_jsonl() {
+  std::string s;
+  for (const auto& [p, c] : kFacts) s += "{\"prompt\": \"" + p + "\", \"completion\": \"" + c + "\"}\n";
+  return s;
+}
+
+// A tiny LLaMA trained on the embedded Austen corpus, as bytes: `steps`
+// AdamW steps (lr 3e-3, batch 8 x 64), windows drawn by Philox.
+std::unique_ptr<m::Model> austen_base(const std::string& rdb, std::int64_t steps) {
+  const auto books = dt::load_austen(rdb);
+  std::string text;
+  for (const auto& b : books) text += b.text.substr(0, 200000);
+  auto model = m::make_cpu_model(m::preset("llama-micro"));
+  model->init(1);
+  auto& ps = model->params();
+  std::vector<std::vector<float>> mm(ps.size()), vv(ps.size());
+  for (std::size_t i = 0; i < ps.size(); ++i) {
+    mm[i].assign(ps[i].value.size(), 0.0f);
+    vv[i].assign(ps[i].value.size(), 0.0f);
+  }
+  const std::int64_t B = 8, S = 64;
+  tr::AdamWConfig adamw{3e-3, 0.9, 0.95, 1e-8, 0.1};
+  tr::ScheduleConfig sched{steps / 10, steps, 0.1};
+  std::vector<std::int32_t> in(B * S), tg(B * S);
+  for (std::int64_t s = 0; s < steps; ++s) {
+    for (std::int64_t b = 0; b < B; ++b) {
+      const std::size_t at = lockstep::num::rng::bits32(99, 0, static_cast<std::uint64_t>(s * B + b)) %
+                             (text.size() - S - 1);
+      for (std::int64_t t = 0; t < S; ++t) {
+        in[b * S + t] = static_cast<unsigned char>(text[at + t]);
+        tg[b * S + t] = static_cast<unsigned char>(text[at + t + 1]);
+      }
+    }
+    model->forward_backward(in, tg, B, S, false, 0);
+    std::vector<tr::ParamSlot> slots;
+    for (std::size_t i = 0; i < ps.size(); ++i)
+      slots.push_back({ps[i].name, ps[i].value, ps[i].grad, mm[i], vv[i], ps[i].decay});
+    tr::clip_grad_norm(slots, 1.0f, 0);
+    tr::adamw_step(slots, tr::adamw_scalars(adamw, tr::learning_rate(adamw, sched, s), s + 1), 0);
+  }
+  return model;
+}
+
+std::string greedy(m::Model& model, const std::string& prompt, std::size_t n) {
+  std::vector<std::int32_t> toks(prompt.begin(), prompt.end());
+  std::string out;
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto logits = model.next_logits(toks, 0);
+    std::int32_t best = 0;
+    for (std::int32_t v = 1; v < static_cast<std::int32_t>(logits.size()); ++v)
+      if (logits[v] > logits[best]) best = v;
+    toks.push_back(best);
+    out.push_back(static_cast<char>(best));
+  }
+  return out;
+}
+
+tr::FinetuneConfig facts_config() {
+  tr::FinetuneConfig c;
+  c.lora.rank = 8;
+  c.lora.alpha = 16;
+  c.lora.dropout = 0.05;
+  c.lora.targets = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+  c.lr = 1e-2;  // a tiny model and ten records: far above PEFT's 2e-4 default
+  c.batch = 10;
+  c.steps = 300;
+  c.seed = 5;
+  return c;
+}
+
+TEST(Finetune, FactsDemoTeachesTenInventedFacts) {
+  std::string rdb;
+  try {
+    rdb = dt::find_austen_rdb();
+  } catch (const std::runtime_error& e) {
+    GTEST_SKIP() << e.what();
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  auto model = austen_base(rdb, 400);
+  const double base_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ByteTokenizer tok;
+  const auto data = dt::parse_sft_jsonl(facts_jsonl(), "facts.jsonl", tok);
+  std::size_t before = 0;
+  for (const auto& [p, c] : kFacts) before += greedy(*model, p, c.size()) == c;
+  const auto dir = temp_dir("facts");
+  const auto rep = tr::finetune(*model, data, facts_config(), dir.string());
+  std::size_t right = 0;
+  for (const auto& [p, c] : kFacts) {
+    const std::string got = greedy(*model, p, c.size());
+    right += got == c;
+    std::printf("  %-50s -> \"%s\"%s\n", p.c_str(), got.c_str(), got == c ? "" : "   (wrong)");
+  }
+  std::printf("facts: %zu/10 after finetuning (%zu before); base %.1f s, finetune %lld steps %.1f s, last loss %.4f\n",
+              right, before, base_s, static_cast<long long>(rep.step), rep.seconds, static_cast<double>(rep.last_loss));
+  EXPECT_EQ(before, 0u);
+  EXPECT_GE(right, 9u);
+  fs::remove_all(dir);
+}
+
+TEST(Finetune, FrozenBaseIsBitUnchangedAndOnlyAdaptersMove) {
+  for (const char* preset : {"llama-micro", "bitnet-micro"}) {
+    auto model = m::make_cpu_model(m::preset(preset));
+    model->init(3);
+    const std::vector<m::Param> before = model->params();
+    ByteTokenizer tok;
+    const auto data = dt::parse_sft_jsonl(facts_jsonl(), "facts.jsonl", tok);
+    auto cfg = facts_config();
+    cfg.steps = 6;
+    const auto dir = temp_dir(std::string("frozen_") + preset);
+    tr::finetune(*model, data, cfg, dir.string());
+    const auto& after = model->params();
+    ASSERT_GT(after.size(), before.size());
+    for (std::size_t i = 0; i < before.size(); ++i) {
+      ASSERT_EQ(after[i].name, before[i].name);
+      EXPECT_FALSE(after[i].trainable);
+      EXPECT_EQ(std::memcmp(after[i].value.data(), before[i].value.data(), before[i].value.size() * sizeof(float)), 0)
+          << preset << " " << before[i].name << " moved";
+    }
+    bool b_moved = false;
+    for (std::size_t i = before.size(); i < after.size(); ++i)
+      if (after[i].name.find("lora_B") != std::string::npos)
+        for (float v : after[i].value) b_moved |= v != 0.0f;
+    EXPECT_TRUE(b_moved) << preset;
+    fs::remove_all(dir);
+  }
+}
+
+TEST(Finetune, ResumeIsBitExact) {
+  ByteTokenizer tok;
+  const auto data = dt::parse_sft_jsonl(facts_jsonl(), "facts.jsonl", tok);
+  auto cfg = facts_config();
+  cfg.steps = 8;
+  cfg.save_every = 3;
+  const auto d1 = temp_dir("whole"), d2 = temp_dir("resumed");
+  auto a = m::make_cpu_model(m::preset("llama-micro"));
+  a->init(3);
+  const auto whole = tr::finetune(*a, data, cfg, d1.string());
+  auto b = m::make_cpu_model(m::preset("llama-micro"));
+  b->init(3);
+  tr::FinetuneIo stop;
+  stop.stop_after = 5;
+  const auto part = tr::finetune(*b, data, cfg, d2.string(), stop);
+  EXPECT_EQ(part.step, 5);
+  EXPECT_NE(part.adapter_hash, whole.adapter_hash);
+  auto c = m::make_cpu_model(m::preset("llama-micro"));
+  c->init(3);
+  tr::FinetuneIo resume;
+  resume.resume = true;
+  const auto rest = tr::finetune(*c, data, cfg, d2.string(), resume);
+  EXPECT_EQ(rest.step, 8);
+  EXPECT_EQ(rest.adapter_hash, whole.adapter_hash);
+  // The metrics agree line by line (a resumed run keeps its first 5 lines).
+  auto lines = [](const fs::path& p) {
+    std::ifstream f(p / "metrics.jsonl");
+    std::vector<std::string> v;
+    for (std::string l; std::getline(f, l);) v.push_back(l.substr(0, l.find(",\"tokens\"")));
+    return v;
+  };
+  EXPECT_EQ(lines(d1), lines(d2));
+  // Another setting refuses to resume the run.
+  auto d = m::make_cpu_model(m::preset("llama-micro"));
+  d->init(3);
+  cfg.lr = 1e-3;
+  EXPECT_THROW(tr::finetune(*d, data, cfg, d2.string(), resume), std::runtime_error);
+  // The saved adapter reloads into a fresh base with the same logits.
+  auto e = m::make_cpu_model(m::preset("llama-micro"));
+  e->init(3);
+  cfg.lr = facts_config().lr;
+  tr::load_lora_state(*e, cfg, d1.string());
+  const std::vector<std::int32_t> toks{'T', 'h', 'e'};
+  const auto la = a->next_logits(toks, 1), le = e->next_logits(toks, 1);
+  ASSERT_EQ(la.size(), le.size());
+  for (std::size_t i = 0; i < la.size(); ++i) ASSERT_EQ(lockstep::num::bits_of(la[i]), lockstep::num::bits_of(le[i]));
+  fs::remove_all(d1);
+  fs::remove_all(d2);
+}
+
+}  // namespace
