@@ -29,7 +29,11 @@ import torch_reference as tr  # noqa: E402  (exits 0 with a message where torch 
 
 LOCKSTEP_MODES = [("float", "float canonical", []), ("units", "units fwd", ["--linear", "units"]),
                   ("unit-bwd", "units + unit bwd", ["--linear", "units", "--unit-backward"]),
-                  ("unit-bwd-head", "units + unit bwd + head", ["--linear", "units", "--unit-backward", "--units-head"])]
+                  ("unit-bwd-head", "units + unit bwd + head", ["--linear", "units", "--unit-backward", "--units-head"]),
+                  ("unit-bwd-attn", "units + unit bwd + attn", ["--linear", "units", "--unit-backward",
+                                                                "--attention", "units"]),
+                  ("unit-all", "units + bwd + head + attn", ["--linear", "units", "--unit-backward", "--units-head",
+                                                             "--attention", "units"])]
 
 
 def summarize_profile(say, name, json_path, full_path, rows):
