@@ -175,7 +175,9 @@ __global__ void __launch_bounds__(kChainCols)
       for (int n = 0; n < NB; ++n)
         if (n < nb) {
           float v = num::reduce::canonical_nan(acc[n]);
-          if (b != nullptr) v = __fadd_rn(v, b[m]);
+          // NaN + b on the GPU is 0x7FFFFFFF, on the CPU the NaN operand (the canonical 0x7FC00000):
+          // canonical again after the add (seen in test_infer_decode_kernels_gpu's NaN row with bias).
+          if (b != nullptr) v = num::reduce::canonical_nan(__fadd_rn(v, b[m]));
           y[(n0 + n) * M + m] = v;
         }
     }
