@@ -25,7 +25,7 @@ set +e
 "$b/tests/cuda/test_cuda_profile" >"$out/test_cuda_profile.log" 2>&1
 rc=$?
 set -e
-grep -E "^\[ *(OK|FAILED|PASSED) |copy of 1 GiB|cudaMalloc calls|Failure|Expected|Which is" "$out/test_cuda_profile.log" | head -40
+grep -E "^\[ *(OK|FAILED|PASSED) |copy of 1 GiB|cudaMalloc calls|Failure|Expected|Which is" "$out/test_cuda_profile.log" | head -40 || true
 echo "test_cuda_profile: exit $rc ($(( $(date +%s) - t0 )) s so far)"
 python3 bench/train/perf_table.py --bench "$b/bench/train/train_bench" --device cuda --steps "${STEPS:-3}" \
   --modes "${MODES:-float,unit-bwd,unit-bwd-head}" --torch-modes "${TORCH_MODES-bf16}" --bf16-tflops 886 \
