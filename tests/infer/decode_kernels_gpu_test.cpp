@@ -6,7 +6,7 @@
 //     2B4T shapes (K 2560 and 6912);
 //   * chain_gemv = ops::matmul_xwt (+ the bias) with f32 weights and with the
 //     exact f16 copy (f16_pack), 1 to 40 rows (every row template), K off the
-//     32-wide tiles, a NaN and signed zeros in x;
+//     32-wide tiles, a NaN (without the bias) and signed zeros in x;
 //   * f16_pack says exact only when every value is;
 //   * two planted bugs (decode_linear_launch.hpp's DecodeLinearMutant) are caught.
 #include <gtest/gtest.h>
@@ -128,7 +128,10 @@ class DecodeKernelsGpu : public ::testing::Test {
         if (f16)
           for (auto& v : w) v = std::round(v * 1024.0f) / 1024.0f;  // k / 1024, |k| <= 1024: exact in f16
         x[0] = -0.0f;
-        if (s.N * s.K > 3) x[3] = std::numeric_limits<float>::quiet_NaN();
+        // A NaN chain ends on the canonical NaN on both sides; a NaN through the
+        // bias add is not compared (the device's add returns its own NaN where the
+        // host keeps the operand's: DESIGN.md, the same for the training GEMM).
+        if (variant != 2 && s.N * s.K > 3) x[3] = std::numeric_limits<float>::quiet_NaN();
         const std::vector<float> bias = uniform(s.M, 1.0, seed++);
         const std::vector<float>* b = variant == 2 ? &bias : nullptr;
         bool exact = false;

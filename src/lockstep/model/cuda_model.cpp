@@ -154,6 +154,7 @@ template <>
 struct DecodeBackend<cuda::OpKernels> {
   static constexpr std::size_t kGemvRows = 32;       // at most this many rows: the GEMVs
   static constexpr std::size_t kChainMinOut = 4096;  // a Linear this wide or wider: chain_gemv
+  static constexpr std::size_t kGemvMaxIn = 96 * 1024;  // ternary_gemv holds a row's K codes in 128 KiB of shared memory
   struct Ternary {
     cuda::DeviceBuffer<std::uint32_t> words;
     cuda::DeviceBuffer<float> params;  // ternary_quantize's: [0] the scale, [1] its inverse
@@ -211,7 +212,7 @@ struct DecodeBackend<cuda::OpKernels> {
   // do already (the decode kernel set's promise: the same input, unchanged).
   static bool linear(cuda::OpKernels& k, State& st, const ops::QuantLinearConfig& c,
                      const ops::BitLinear::FwdArgs<float>& a, cuda::Aux& aux, bool held) {
-    if (c.rows > kGemvRows) {
+    if (c.rows > kGemvRows || c.in > kGemvMaxIn) {
       k.run(c, a, aux);
       return false;
     }

@@ -150,9 +150,11 @@ __global__ void __launch_bounds__(kChainCols)
     for (int n = 0; n < NB; ++n) acc[n] = 0.0f;
     for (i64 k0 = 0; k0 < K; k0 += kChainTile) {
       const int kt = static_cast<int>(K - k0 < kChainTile ? K - k0 : kChainTile);
-      // The tile of weight rows m0.. (coalesced: consecutive threads, consecutive k).
-#pragma unroll 8
-      for (int e = tid; e < kChainCols * kChainTile; e += kChainCols) {
+      // The tile of weight rows m0.. (coalesced: consecutive threads, consecutive k),
+      // unrolled whole so that all 32 of a thread's loads are in flight at once.
+#pragma unroll
+      for (int i = 0; i < kChainTile; ++i) {
+        const int e = tid + i * kChainCols;
         const int r = e / kChainTile, c = e - r * kChainTile;
         const i64 mr = m0 + r;
         ws[r][c] = mr < M && c < kt ? widen(w[mr * K + k0 + c]) : 0.0f;
