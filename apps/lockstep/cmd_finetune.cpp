@@ -15,6 +15,7 @@
 #include "generate_model.hpp"
 #include "lockstep/data/sft.hpp"
 #include "lockstep/train/finetune.hpp"
+#include "numeric_flags.hpp"
 
 namespace lockstep::cli {
 
@@ -39,35 +40,32 @@ class FinetuneCommand final : public Command {
     cmd_->add_option("--out", out_, "the run directory (lora_state.safetensors, finetune_state.json, metrics.jsonl)")
         ->required();
     cmd_->add_option("--tokenizer", tokenizer_, "a Hugging Face tokenizer.json instead of the base's");
-    cmd_->add_option("--rank,-r", rank_, "LoRA rank r")->capture_default_str();
-    cmd_->add_option("--alpha", c_.lora.alpha, "lora_alpha (scale alpha/r)")->capture_default_str();
-    cmd_->add_option("--dropout", c_.lora.dropout, "lora_dropout on the adapter's input (counter-based)")
-        ->capture_default_str();
+    const train::FinetuneConfig d;
+    num_.add(cmd_, "rank", "LoRA rank r", num_text(d.lora.rank));
+    num_.add(cmd_, "alpha", "lora_alpha (scale alpha/r)", num_text(d.lora.alpha));
+    num_.add(cmd_, "dropout", "lora_dropout on the adapter's input (counter-based: the same mask on every device)",
+             num_text(d.lora.dropout));
     cmd_->add_flag("--rslora", c_.lora.rslora, "rank-stabilized scale alpha/sqrt(r)");
     cmd_->add_option("--targets", c_.lora.targets,
-                     "target modules (q_proj k_proj v_proj o_proj gate_proj up_proj down_proj)")
+                     "target modules, comma-separated (q_proj k_proj v_proj o_proj gate_proj up_proj down_proj)")
         ->delimiter(',')
         ->capture_default_str();
-    cmd_->add_option("--lr", c_.lr, "peak learning rate (AdamW)")->capture_default_str();
-    cmd_->add_option("--beta1", c_.beta1, "AdamW beta1")->capture_default_str();
-    cmd_->add_option("--beta2", c_.beta2, "AdamW beta2")->capture_default_str();
-    cmd_->add_option("--eps", c_.eps, "AdamW epsilon")->capture_default_str();
-    cmd_->add_option("--weight-decay", c_.weight_decay, "decoupled weight decay (on lora_A and lora_B)")
-        ->capture_default_str();
-    cmd_->add_option("--warmup-ratio", c_.warmup_ratio, "linear warmup over this fraction of the steps, then cosine")
-        ->capture_default_str();
-    cmd_->add_option("--min-lr-ratio", c_.min_lr_ratio, "the cosine's final lr as a fraction of the peak")
-        ->capture_default_str();
-    cmd_->add_option("--clip", c_.grad_clip, "global gradient-norm clip")->capture_default_str();
-    cmd_->add_option("--steps", c_.steps, "optimizer steps (0: epochs x ceil(records / batch))")->capture_default_str();
-    cmd_->add_option("--epochs", c_.epochs, "passes over the records when --steps is 0")->capture_default_str();
-    cmd_->add_option("--batch", c_.batch, "records per step (padded to the longest)")->capture_default_str();
-    cmd_->add_option("--max-seq", c_.max_seq, "cut records to this many tokens (0: the model's context)")
-        ->capture_default_str();
-    cmd_->add_option("--seed", c_.seed, "adapter init, dropout and record order")->capture_default_str();
-    cmd_->add_option("--save-every", c_.save_every, "save the state every N steps (0: at the end)")->capture_default_str();
-    cmd_->add_option("--log-every", c_.log_every, "progress line period when not a terminal")->capture_default_str();
-    cmd_->add_option("--threads", c_.threads, "CPU threads (0: all cores)")->capture_default_str();
+    num_.add(cmd_, "lr", "peak learning rate (AdamW)", num_text(d.lr));
+    num_.add(cmd_, "beta1", "AdamW beta1", num_text(d.beta1));
+    num_.add(cmd_, "beta2", "AdamW beta2", num_text(d.beta2));
+    num_.add(cmd_, "eps", "AdamW epsilon", num_text(d.eps));
+    num_.add(cmd_, "weight-decay", "decoupled weight decay (on lora_A and lora_B)", num_text(d.weight_decay));
+    num_.add(cmd_, "warmup-ratio", "linear warmup over this fraction of the steps, then cosine", num_text(d.warmup_ratio));
+    num_.add(cmd_, "min-lr-ratio", "the cosine's final lr as a fraction of the peak", num_text(d.min_lr_ratio));
+    num_.add(cmd_, "clip", "global gradient-norm clip", num_text(d.grad_clip));
+    num_.add(cmd_, "steps", "optimizer steps (0: epochs x ceil(records / batch))", num_text(d.steps));
+    num_.add(cmd_, "epochs", "passes over the records when --steps is 0", num_text(d.epochs));
+    num_.add(cmd_, "batch", "records per step (padded to the longest)", num_text(d.batch));
+    num_.add(cmd_, "max-seq", "cut records to this many tokens (0: the model's context)", num_text(d.max_seq));
+    num_.add(cmd_, "seed", "adapter init, dropout and record order", num_text(d.seed));
+    num_.add(cmd_, "save-every", "save the state every N steps (0: at the end)", num_text(d.save_every));
+    num_.add(cmd_, "log-every", "progress line period when not a terminal", num_text(d.log_every));
+    num_.add(cmd_, "threads", "CPU threads (0: all cores)", num_text(d.threads));
     cmd_->add_flag("--resume", resume_, "continue the run in --out (the same flags)");
   }
 
@@ -75,8 +73,29 @@ class FinetuneCommand final : public Command {
     LoadedModel m;
     std::vector<data::SftExample> records;
     try {
-      if (rank_ <= 0) throw std::invalid_argument("--rank must be > 0");
-      c_.lora.rank = static_cast<std::size_t>(rank_);
+      const std::int64_t rank = num_.integer("rank");
+      if (rank <= 0) throw std::invalid_argument("--rank must be > 0");
+      c_.lora.rank = static_cast<std::size_t>(rank);
+      c_.lora.alpha = num_.real("alpha");
+      c_.lora.dropout = num_.real("dropout");
+      c_.lr = num_.real("lr");
+      c_.beta1 = num_.real("beta1");
+      c_.beta2 = num_.real("beta2");
+      c_.eps = num_.real("eps");
+      c_.weight_decay = num_.real("weight-decay");
+      c_.warmup_ratio = num_.real("warmup-ratio");
+      c_.min_lr_ratio = num_.real("min-lr-ratio");
+      c_.grad_clip = num_.real("clip");
+      c_.steps = num_.integer("steps");
+      c_.epochs = num_.integer("epochs");
+      c_.batch = num_.integer("batch");
+      c_.max_seq = num_.integer("max-seq");
+      const std::int64_t seed = num_.integer("seed");
+      if (seed < 0) throw std::invalid_argument("--seed must be >= 0");
+      c_.seed = static_cast<std::uint64_t>(seed);
+      c_.save_every = num_.integer("save-every");
+      c_.log_every = num_.integer("log-every");
+      c_.threads = static_cast<int>(num_.integer("threads"));
       c_.lora.base_model = base_;
       c_.validate();
       ModelSource src;
@@ -106,8 +125,8 @@ class FinetuneCommand final : public Command {
 
  private:
   std::string base_, data_, out_, tokenizer_;
-  long long rank_ = 8;
   bool resume_ = false;
+  NumericFlags num_;
   train::FinetuneConfig c_;
 };
 

@@ -43,6 +43,7 @@ void FinetuneConfig::validate() const {
   if (max_seq < 0) bad("--max-seq must be >= 0");
   if (save_every < 0) bad("--save-every must be >= 0");
   if (log_every <= 0) bad("--log-every must be > 0");
+  if (threads < 0) bad("--threads must be >= 0");
 }
 
 std::string FinetuneConfig::to_json() const {
