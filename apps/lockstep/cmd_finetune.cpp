@@ -14,6 +14,8 @@
 #include "command.hpp"
 #include "generate_model.hpp"
 #include "lockstep/data/sft.hpp"
+#include "lockstep/load/adapter.hpp"
+#include "lockstep/model/lora_params.hpp"
 #include "lockstep/train/finetune.hpp"
 #include "numeric_flags.hpp"
 
@@ -37,7 +39,7 @@ class FinetuneCommand final : public Command {
     cmd_->add_option("--base", base_, "the base model: a GGUF file, a Hugging Face directory, or a lockstep run/checkpoint directory")
         ->required();
     cmd_->add_option("--data", data_, "JSONL records: {\"prompt\",\"completion\"} or {\"messages\":[...]}")->required();
-    cmd_->add_option("--out", out_, "the run directory (lora_state.safetensors, finetune_state.json, metrics.jsonl)")
+    cmd_->add_option("--out", out_, "the run directory (adapter/ in PEFT's format, lora_state.safetensors, finetune_state.json, metrics.jsonl)")
         ->required();
     cmd_->add_option("--tokenizer", tokenizer_, "a Hugging Face tokenizer.json instead of the base's");
     const train::FinetuneConfig d;
@@ -113,9 +115,14 @@ class FinetuneCommand final : public Command {
       io.progress = stderr;
       io.tty = ::isatty(2) != 0;
       const auto rep = train::finetune(*m.model, records, c_, out_, io);
+      // The adapter in PEFT's format beside the run's own state: what
+      // `generate --adapter`, `lockstep merge` and PEFT read.
+      model::LoraConfig peft = c_.lora;
+      if (peft.base_model.empty()) peft.base_model = base_;
+      const std::string adapter_dir = (fs::path(out_) / "adapter").string();
+      load::save_adapter(adapter_dir, model::adapter_of(m.model->params(), peft));
       fmt::print(stderr, "lockstep finetune: {} steps, last loss {:.4f}, {:.1f} tok/s; adapter {:016x} in {}\n",
-                 rep.step, rep.last_loss, rep.tokens_per_second, rep.adapter_hash,
-                 (fs::path(out_) / "lora_state.safetensors").string());
+                 rep.step, rep.last_loss, rep.tokens_per_second, rep.adapter_hash, adapter_dir);
     } catch (const std::exception& e) {
       fmt::print(stderr, "lockstep finetune: {}\n", e.what());
       return 1;

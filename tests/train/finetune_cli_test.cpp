@@ -75,6 +75,13 @@ TEST(FinetuneCli, RefusesBadInputByNameAndRunsOnACheckpoint) {
   EXPECT_EQ(st, 0) << out;
   EXPECT_TRUE(fs::exists(dir / "o" / "lora_state.safetensors"));
   EXPECT_TRUE(fs::exists(dir / "o" / "finetune_state.json"));
+  // The adapter in PEFT's format, which generate --adapter reads.
+  EXPECT_TRUE(fs::exists(dir / "o" / "adapter" / "adapter_config.json"));
+  EXPECT_TRUE(fs::exists(dir / "o" / "adapter" / "adapter_model.safetensors"));
+  out = cli("generate --checkpoint " + ck.string() + " --adapter " + (dir / "o" / "adapter").string() +
+                " --prompt \"the cat\" --max-tokens 4 --temperature 0",
+            &st);
+  EXPECT_EQ(st, 0) << out;
   std::ifstream m(dir / "o" / "metrics.jsonl");
   int lines = 0;
   for (std::string l; std::getline(m, l);) ++lines;
