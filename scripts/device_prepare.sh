@@ -6,8 +6,9 @@
 #   source scripts/device_prepare.sh --on-device
 # before cmake: it writes the pkg-config file for the carried PCRE2 and sets
 # PKG_CONFIG_PATH. (third_party/xxhash and third_party/pcre2 are ignored by git.)
-set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# Sourced on the device: leave the caller's shell options as they were (a
+# `set -u` leaking from here stopped a device script at its first unset variable).
 if [ "${1:-}" = "--on-device" ]; then
   pc="$root/third_party/pcre2/lib/pkgconfig"
   cat > "$pc/libpcre2-8.pc" <<PC
@@ -23,8 +24,9 @@ PC
   export PKG_CONFIG_PATH="$pc${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
   return 0 2>/dev/null || exit 0
 fi
+set -euo pipefail
 mkdir -p "$root/third_party/xxhash" "$root/third_party/pcre2/include" "$root/third_party/pcre2/lib/pkgconfig"
 cp /usr/include/xxhash.h "$root/third_party/xxhash/"
 cp /usr/include/pcre2.h "$root/third_party/pcre2/include/"
 cp /usr/lib/x86_64-linux-gnu/libpcre2-8.a "$root/third_party/pcre2/lib/"
-echo "device_prepare: third_party/ holds xxhash.h and PCRE2 ($(du -sh "$root/third_party" | cut -f1)); carry [\"third_party\"]"
+echo "device_prepare: third_party/ holds xxhash.h and PCRE2 ($(du -sh "$root/third_party" | cut -f1)); carry [\"third_party\"] (and \"data/janeaustenr\" for anything that trains on the embedded corpus)"
