@@ -4,6 +4,8 @@
 //   decode_bench [--family llama|bitnet] [--preset NAME] [--device cpu|cuda]
 //                [--threads N] [--prompt P] [--tokens T] [--batch B,...]
 //                [--d D --layers L --heads H --kv-heads K --ff F --vocab V --ctx C]
+//                [--profile PASSES]   (CUDA: after each batch's timed passes, PASSES
+//                                      more under the step profile, its table printed)
 //
 // --preset bitnet-b1.58-2b: the synthetic 2B4T shapes (30 layers, hidden
 // 2560, 20 heads of 128, 5 KV heads, FFN 6912, vocab 128256, the tied
@@ -47,6 +49,7 @@
 #include "lockstep/util/parallel.hpp"
 #if defined(LOCKSTEP_HAVE_CUDA)
 #include "lockstep/backend/cuda/device.hpp"
+#include "lockstep/backend/cuda/profile.hpp"
 #include "lockstep/backend/cuda/trace.hpp"
 #endif
 
@@ -150,7 +153,7 @@ int main(int argc, char** argv) {
   using namespace lockstep;
   std::string family = "llama", device = "cpu", batches = "1,8", preset;
   long d = 1024, layers = 8, heads = 16, kv = 4, ff = 2816, vocab = 32000, ctx = 512;
-  long prompt = 32, tokens = 32;
+  long prompt = 32, tokens = 32, profile_passes = 0;
   int threads = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -172,6 +175,7 @@ int main(int argc, char** argv) {
     else if (a == "--prompt") prompt = std::stol(next());
     else if (a == "--tokens") tokens = std::stol(next());
     else if (a == "--threads") threads = std::stoi(next());
+    else if (a == "--profile") profile_passes = std::stol(next());
     else {
       std::fprintf(stderr, "decode_bench: unknown argument %s (see the comment at the top of decode_bench.cpp)\n",
                    a.c_str());
@@ -268,6 +272,21 @@ int main(int argc, char** argv) {
                static_cast<double>(B) * static_cast<double>(prompt) / prefill_s, rate, per_token, bound,
                100.0 * rate / bound, per_pass);
     std::fflush(stdout);
+#if defined(LOCKSTEP_HAVE_CUDA)
+    if (device == "cuda" && profile_passes > 0) {
+      // More passes under the step profile (every launch timed with events);
+      // the cache keeps growing, so these run at slightly longer lengths.
+      cuda::profile::begin();
+      for (long t = 0; t < profile_passes; ++t) {
+        (void)s->decode(slots, next, threads);
+        cuda::profile::mark("(host: between passes)");
+      }
+      const cuda::profile::Result pr = cuda::profile::end();
+      fmt::print("step profile of {} decode passes at batch {}:\n{}", profile_passes, B,
+                 cuda::profile::table(pr, static_cast<int>(profile_passes), 1e3 * decode_s / static_cast<double>(tokens)));
+      std::fflush(stdout);
+    }
+#endif
   }
   return 0;
 }
