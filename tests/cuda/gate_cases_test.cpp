@@ -184,3 +184,27 @@ TEST(CudaGateCases, TheInt8GemmCasesCoverTheirEdges) {
 }
 
 }  // namespace
+
+// The decode's row kernels have a path for few rows (a CTA a row: norm.cu's
+// rmsnorm_fwd, quant.cu's row_quantize_i8, for rows <= 32) beside the warp-a-row
+// path; the start-up gates must run both at the 2B4T widths (2560, 6912).
+TEST(CudaGateCases, TheDecodeRowKernelsAreGatedAtTheDecodeWidths) {
+  struct Seen {
+    bool few = false, many = false;
+  };
+  std::map<std::size_t, Seen> norm, quant;
+  for (const auto& c : lc::gate::cases_of({"rmsnorm"})) {
+    std::size_t rows = 0, dim = 0;
+    if (c.kernel != "rmsnorm_fwd" || std::sscanf(c.shape.c_str(), "rows %zu dim %zu", &rows, &dim) != 2) continue;
+    (rows <= 32 ? norm[dim].few : norm[dim].many) = true;
+  }
+  for (const auto& c : lc::gate::cases_of({"row_quantize_i8"})) {
+    std::size_t rows = 0, K = 0;
+    if (std::sscanf(c.shape.c_str(), "N %zu K %zu", &rows, &K) != 2) continue;
+    (rows <= 32 ? quant[K].few : quant[K].many) = true;
+  }
+  for (std::size_t D : {2560u, 6912u}) {
+    EXPECT_TRUE(norm[D].few && norm[D].many) << "rmsnorm_fwd at dim " << D << ": both paths gated";
+    EXPECT_TRUE(quant[D].few && quant[D].many) << "row_quantize_i8 at K " << D << ": both paths gated";
+  }
+}

@@ -6,7 +6,8 @@
 //     2B4T shapes (K 2560 and 6912);
 //   * chain_gemv = ops::matmul_xwt (+ the bias) with f32 weights and with the
 //     exact f16 copy (f16_pack), 1 to 40 rows (every row template), K off the
-//     32-wide tiles, a NaN (without the bias) and signed zeros in x;
+//     32-wide tiles, K % 8 == 0 (the f16 row kernel) and not, a NaN (without
+//     the bias) and signed zeros in x;
 //   * f16_pack says exact only when every value is;
 //   * two planted bugs (decode_linear_launch.hpp's DecodeLinearMutant) are caught.
 #include <gtest/gtest.h>
@@ -93,8 +94,10 @@ std::vector<float> cpu_chain(const Shape& s, const std::vector<float>& x, const 
 
 const std::vector<Shape> kTernaryShapes{{1, 2560, 640}, {1, 65, 3},    {3, 1, 7},     {5, 63, 129}, {17, 130, 33},
                                         {40, 257, 100}, {32, 6912, 300}, {2, 2560, 6912}, {1, 6912, 2560}};
-const std::vector<Shape> kChainShapes{{1, 2560, 5000}, {3, 33, 4097}, {4, 64, 130},  {8, 100, 300},
-                                      {9, 31, 129},    {16, 65, 257}, {17, 1, 200}, {40, 2560, 1000}};
+// K % 8 == 0 (2560, 64, 2568: the f16 weights take the row kernel) and not.
+const std::vector<Shape> kChainShapes{{1, 2560, 5000}, {3, 33, 4097}, {4, 64, 130},   {8, 100, 300},
+                                      {9, 31, 129},    {16, 65, 257}, {17, 1, 200},  {40, 2560, 1000},
+                                      {1, 2560, 20000}, {5, 2568, 777}, {8, 2560, 3001}};
 
 class DecodeKernelsGpu : public ::testing::Test {
  protected:

@@ -219,7 +219,15 @@ struct RmsNorm {
       f(ops::out("dw", c.dim), a.dw);
     }
   };
-  static std::vector<GateCase<Config>> gate_cases() { return norm_gate_cases(); }
+  // The norm shapes, and the decode's: 1 to 32 rows of the 2B4T widths (the CUDA
+  // forward's CTA-a-row path, 16-byte and scalar loads) and 33 (its warp-a-row path).
+  static std::vector<GateCase<Config>> gate_cases() {
+    std::vector<GateCase<Config>> v = norm_gate_cases();
+    const std::pair<std::size_t, std::size_t> decode[] = {{1, 2560}, {8, 2561}, {32, 2560}, {33, 2560},
+                                                          {1, 6912}, {32, 6912}, {33, 6912}};
+    for (auto [N, D] : decode) v.push_back({{N, D, 1e-5}, shape_text({{"rows", N}, {"dim", D}}) + " eps 1e-05"});
+    return v;
+  }
 
   template <class T>
   static Outputs<T> forward(const Config& c, const Inputs<T>& in) {

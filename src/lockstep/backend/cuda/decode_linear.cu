@@ -9,10 +9,12 @@
 //   four activation codes — one __dp4a). The fields carry +1, so
 //   Σ field·x = Σ code·x + Σ x, and the row's Σ x (exact) is subtracted. Every
 //   sum is an int32 sum (|acc| <= 2·127·131071 < 2^31), exact in any order:
-//   the units of a row are spread over a CTA's threads and joined by shared
-//   integer atomics. Then the op's epilogue, (f32(acc) * step_n) * scale, two
-//   roundings in that order. One CTA per RB output rows reads each code once per
-//   batch chunk of up to 16 rows (the activation codes of the chunk in shared memory).
+//   a warp per output row, its lanes striding over the row's units (coalesced
+//   16-byte loads, several in flight a lane), an int32 partial a lane and batch
+//   row, joined by the warp's shuffle sum (no atomics). Then the op's epilogue,
+//   (f32(acc) * step_n) * scale, two roundings in that order. A CTA of 8 warps
+//   (8 output rows) reads each code once per batch chunk of up to 16 rows (the
+//   chunk's activation codes in shared memory).
 //
 // chain_gemv — ops::Linear's forward for a few rows. CPU reference: ops::matmul
 //   (dot_seq: acc = +0, acc = fma(x_k, w_k, acc), k ascending, canonical NaN)
@@ -20,11 +22,18 @@
 //   batch rows' chains, so each chain is whole and in k order; a CTA of 128
 //   columns stages 32-wide k tiles of their weight rows through shared memory
 //   (coalesced loads; f16 widened exactly to f32) and the rows' x tiles. Many
-//   columns (the LM head's 128256) give the parallelism.
+//   columns (the LM head's 128256) give the parallelism. The f16 weights with
+//   K % 8 == 0 (the head) take chain_gemv_f16_rows_kernel instead: each thread
+//   reads its own weight row in 16-byte loads, several in flight, no barriers
+//   (the staged tiles' two barriers a 32-wide tile held the head at ~490 GB/s).
 #include "lockstep/backend/cuda/decode_linear_launch.hpp"
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
 
 #include "lockstep/backend/cuda/device.hpp"
 #include "lockstep/backend/cuda/ternary_word.hpp"
@@ -36,6 +45,8 @@ namespace lockstep::cuda::launch {
 namespace {
 
 using i64 = long long;
+
+constexpr std::size_t kTernaryMaxK = 96 * 1024;  // a chunk's row of codes in 96 KiB of shared memory
 
 DecodeLinearMutant g_mutant = DecodeLinearMutant::none;
 
@@ -53,61 +64,119 @@ __global__ void __launch_bounds__(256) ternary_pack_kernel(const float* __restri
 
 __device__ __forceinline__ int word_dot(std::uint32_t w, const int* x) { return ternary_word_dot(w, x); }
 
-constexpr int kTernaryThreads = 256;
+constexpr int kTernaryThreads = 256;  // 8 warps: 8 output rows a CTA, one a warp
+constexpr int kTernaryWarps = kTernaryThreads / 32;
 constexpr int kTernaryMaxRows = 16;  // batch rows per chunk (shared activation codes)
 
-// Dynamic shared memory: xs [nbmax][Kp] int8, then xsum [nbmax] and acc [nbmax][RB] ints.
+// The dot of one 16-byte unit of weight codes with one batch row's 64
+// activation codes in shared memory. The four words are taken in an order
+// rotated by lane / 2, so that the 8 lanes of a 16-byte shared-memory phase
+// (units 64 bytes apart) read 8 different bank quads: no conflicts. The
+// integer sum's order is free.
+__device__ __forceinline__ int unit_dot(const uint4& c, const std::int8_t* xu, int rot) {
+  int p = 0;
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const int qq = (q + rot) & 3;
+    const std::uint32_t w = qq == 0 ? c.x : qq == 1 ? c.y : qq == 2 ? c.z : c.w;
+    const int4 x = *reinterpret_cast<const int4*>(xu + 16 * qq);
+    const int xv[4] = {x.x, x.y, x.z, x.w};
+    p += word_dot(w, xv);
+  }
+  return p;
+}
+
+// A warp per output row m; its lanes stride over the row's units (consecutive
+// lanes, consecutive 16-byte units: coalesced, several loads in flight a
+// lane), each lane keeps an int32 partial per batch row, and the warp's
+// shuffle sum (exact: integers) gives acc. No atomics, no 64-bit division in
+// the loop. NB: the batch rows a chunk carries in registers (a template, so
+// the partials stay in registers).
+// Dynamic shared memory: xs [nbmax][Kp] int8 (zero past K), then xsum [nbmax] ints.
+template <int NB>
 __global__ void __launch_bounds__(kTernaryThreads)
-    ternary_gemv_kernel(const uint4* __restrict__ units, i64 M, i64 K, i64 U, int RB, const std::int8_t* __restrict__ xq,
-                        i64 N, int nbmax, const float* __restrict__ step, const float* __restrict__ scale,
+    ternary_gemv_kernel(const uint4* __restrict__ units, int M, int K, int U, const std::int8_t* __restrict__ xq,
+                        int N, const float* __restrict__ step, const float* __restrict__ scale,
                         float* __restrict__ y, bool drop_last_unit) {
   extern __shared__ __align__(16) unsigned char smem[];
-  const i64 Kp = U * 64;
+  const int Kp = U * 64;
   std::int8_t* xs = reinterpret_cast<std::int8_t*>(smem);
-  int* xsum = reinterpret_cast<int*>(smem + static_cast<i64>(nbmax) * Kp);
-  int* acc = xsum + nbmax;
+  int* xsum = reinterpret_cast<int*>(smem + static_cast<i64>(NB) * Kp);
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
-  const i64 m0 = static_cast<i64>(blockIdx.x) * RB;
-  const int rows = static_cast<int>(M - m0 < RB ? M - m0 : RB);
+  const int m = static_cast<int>(blockIdx.x) * kTernaryWarps + warp;
+  const bool active = m < M;  // inactive warps still stage and meet the barriers
   const float sc = scale[0];
-  for (i64 n0 = 0; n0 < N; n0 += nbmax) {
-    const int nb = static_cast<int>(N - n0 < nbmax ? N - n0 : nbmax);
-    for (i64 e = tid; e < static_cast<i64>(nb) * Kp; e += kTernaryThreads) {
-      const i64 n = e / Kp, k = e - n * Kp;
-      xs[e] = k < K ? xq[(n0 + n) * K + k] : static_cast<std::int8_t>(0);
-    }
-    for (int e = tid; e < nb * RB; e += kTernaryThreads) acc[e] = 0;
-    // Σ_k x[n, k]: a warp per row, exact.
-    for (int n = warp; n < nb; n += kTernaryThreads / 32) {
-      int s = 0;
-      for (i64 k = lane; k < K; k += 32) s += xq[(n0 + n) * K + k];
-#pragma unroll
-      for (int off = 16; off >= 1; off /= 2) s += __shfl_xor_sync(0xFFFFFFFFu, s, off);
-      if (lane == 0) xsum[n] = s;
-    }
-    __syncthreads();
-    const i64 total = static_cast<i64>(rows) * U;
-    for (i64 u = tid; u < total; u += kTernaryThreads) {
-      const i64 r = u / U, j = u - r * U;
-      if (drop_last_unit && j == U - 1) continue;
-      const uint4 c = units[(m0 + r) * U + j];
-      for (int n = 0; n < nb; ++n) {
-        const int* x = reinterpret_cast<const int*>(xs + static_cast<i64>(n) * Kp + j * 64);
-        int p = word_dot(c.x, x);
-        p += word_dot(c.y, x + 4);
-        p += word_dot(c.z, x + 8);
-        p += word_dot(c.w, x + 12);
-        atomicAdd(&acc[n * RB + static_cast<int>(r)], p);
+  const bool vec = K % 16 == 0 && (reinterpret_cast<std::uintptr_t>(xq) & 15u) == 0;
+  const int rot = (lane >> 1) & 3;
+  const int U_used = drop_last_unit ? U - 1 : U;
+  const uint4* wr = units + static_cast<i64>(active ? m : 0) * U;
+  for (int n0 = 0; n0 < N; n0 += NB) {
+    const int nb = N - n0 < NB ? N - n0 : NB;
+    // Stage the chunk's activation codes (16-byte loads where K allows; zero past K).
+    if (vec) {
+      const int vk = K / 16, vp = Kp / 16;
+      for (int e = tid; e < nb * vp; e += kTernaryThreads) {
+        const int n = e / vp, v = e - n * vp;
+        int4 val = make_int4(0, 0, 0, 0);
+        if (v < vk) val = reinterpret_cast<const int4*>(xq + static_cast<i64>(n0 + n) * K)[v];
+        reinterpret_cast<int4*>(xs + static_cast<i64>(n) * Kp)[v] = val;
+      }
+    } else {
+      for (int e = tid; e < nb * Kp; e += kTernaryThreads) {
+        const int n = e / Kp, k = e - n * Kp;
+        xs[e] = k < K ? xq[static_cast<i64>(n0 + n) * K + k] : static_cast<std::int8_t>(0);
       }
     }
     __syncthreads();
-    for (int e = tid; e < nb * rows; e += kTernaryThreads) {
-      const int n = e / rows, r = e - n * rows;
-      const int a = acc[n * RB + r] - xsum[n];
-      y[(n0 + n) * M + m0 + r] = __fmul_rn(__fmul_rn(__int2float_rn(a), step[n0 + n]), sc);
+    // Σ_k x[n, k] from shared memory: a warp per batch row, exact.
+    for (int n = warp; n < nb; n += kTernaryWarps) {
+      int sx = 0;
+      const int* xi = reinterpret_cast<const int*>(xs + static_cast<i64>(n) * Kp);
+      for (int t = lane; t < Kp / 4; t += 32) sx = __dp4a(xi[t], 0x01010101, sx);
+#pragma unroll
+      for (int off = 16; off >= 1; off /= 2) sx += __shfl_xor_sync(0xFFFFFFFFu, sx, off);
+      if (lane == 0) xsum[n] = sx;
     }
-    __syncthreads();  // the next chunk overwrites xs, xsum and acc
+    __syncthreads();
+    if (active) {
+      int acc[NB];
+#pragma unroll
+      for (int n = 0; n < NB; ++n) acc[n] = 0;
+#pragma unroll 4
+      for (int j = lane; j < U_used; j += 32) {
+        const uint4 c = wr[j];
+#pragma unroll
+        for (int n = 0; n < NB; ++n)
+          if (n < nb) acc[n] += unit_dot(c, xs + static_cast<i64>(n) * Kp + j * 64, rot);
+      }
+#pragma unroll
+      for (int n = 0; n < NB; ++n) {
+        if (n >= nb) break;
+        int a = acc[n];
+#pragma unroll
+        for (int off = 16; off >= 1; off /= 2) a += __shfl_xor_sync(0xFFFFFFFFu, a, off);
+        if (lane == 0)
+          y[static_cast<i64>(n0 + n) * M + m] =
+              __fmul_rn(__fmul_rn(__int2float_rn(a - xsum[n]), step[n0 + n]), sc);
+      }
+    }
+    __syncthreads();  // the next chunk overwrites xs and xsum
   }
+}
+
+template <int NB>
+void launch_ternary(const uint4* units, int M, int K, int U, const std::int8_t* xq, int N, const float* step,
+                    const float* scale, float* y, bool drop) {
+  const std::size_t smem = static_cast<std::size_t>(NB) * static_cast<std::size_t>(U) * 64 + sizeof(int) * NB;
+  static bool attribute_set = false;  // up to 96 KiB of activation codes need more than the default 48 KiB
+  if (!attribute_set) {
+    const cudaError_t e =
+        cudaFuncSetAttribute(ternary_gemv_kernel<NB>, cudaFuncAttributeMaxDynamicSharedMemorySize, 128 * 1024);
+    if (e != cudaSuccess) check_launch("ternary_gemv: setting its shared memory size");
+    attribute_set = true;
+  }
+  const unsigned blocks = static_cast<unsigned>((M + kTernaryWarps - 1) / kTernaryWarps);
+  ternary_gemv_kernel<NB><<<blocks, kTernaryThreads, smem>>>(units, M, K, U, xq, N, step, scale, y, drop);
 }
 
 // --- f16 copy --------------------------------------------------------------
@@ -186,6 +255,94 @@ __global__ void __launch_bounds__(kChainCols)
   }
 }
 
+// The f16 weights row by row (K % 8 == 0, weights and x 16-byte aligned: the
+// host checks): no shared memory and no barriers. Thread m owns output m's
+// chains (one a batch row of the chunk) and reads its weight row in 16-byte
+// loads of 8 codes, several in flight (unrolled: each thread's next loads do
+// not wait on its fmas); x by 16-byte loads that every thread of the warp
+// shares (the same address: one transaction, from L1). The chain is the same:
+// acc = fma(x_k, w_k, acc), k ascending from +0.
+constexpr int kChainRowThreads = 128;
+
+__device__ __forceinline__ float chain_step(float x, float w, float acc, bool mul_add) {
+  return mul_add ? __fadd_rn(__fmul_rn(x, w), acc) : num::fma_rn(x, w, acc);
+}
+
+template <int NB>
+__global__ void __launch_bounds__(kChainRowThreads)
+    chain_gemv_f16_rows_kernel(const uint4* __restrict__ w, const float4* __restrict__ x, const float* __restrict__ b,
+                               i64 N, i64 M, i64 K, float* __restrict__ y, bool mul_add) {
+  constexpr int kUnroll = NB <= 4 ? 8 : 4;
+  const i64 m = static_cast<i64>(blockIdx.x) * kChainRowThreads + threadIdx.x;
+  if (m >= M) return;  // no barriers below
+  const i64 K8 = K / 8, K4 = K / 4;
+  const uint4* wr = w + m * K8;
+  for (i64 n0 = 0; n0 < N; n0 += NB) {
+    const int nb = static_cast<int>(N - n0 < NB ? N - n0 : NB);
+    const float4* xr = x + n0 * K4;
+    float acc[NB];
+#pragma unroll
+    for (int n = 0; n < NB; ++n) acc[n] = 0.0f;
+#pragma unroll kUnroll
+    for (i64 v = 0; v < K8; ++v) {
+      const uint4 c = wr[v];
+      const std::uint32_t words[4] = {c.x, c.y, c.z, c.w};
+      float wv[8];  // k = 8v + i: the low half of a word first (little-endian), widened exactly
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        wv[2 * i] = __half2float(__ushort_as_half(static_cast<unsigned short>(words[i] & 0xFFFFu)));
+        wv[2 * i + 1] = __half2float(__ushort_as_half(static_cast<unsigned short>(words[i] >> 16)));
+      }
+#pragma unroll
+      for (int n = 0; n < NB; ++n)
+        if (n < nb) {
+          const float4 xa = xr[n * K4 + 2 * v], xb = xr[n * K4 + 2 * v + 1];
+          float a = acc[n];
+          a = chain_step(xa.x, wv[0], a, mul_add);
+          a = chain_step(xa.y, wv[1], a, mul_add);
+          a = chain_step(xa.z, wv[2], a, mul_add);
+          a = chain_step(xa.w, wv[3], a, mul_add);
+          a = chain_step(xb.x, wv[4], a, mul_add);
+          a = chain_step(xb.y, wv[5], a, mul_add);
+          a = chain_step(xb.z, wv[6], a, mul_add);
+          a = chain_step(xb.w, wv[7], a, mul_add);
+          acc[n] = a;
+        }
+    }
+#pragma unroll
+    for (int n = 0; n < NB; ++n)
+      if (n < nb) {
+        float v = num::reduce::canonical_nan(acc[n]);
+        if (b != nullptr) v = num::reduce::canonical_nan(__fadd_rn(v, b[m]));  // as chain_gemv_kernel's
+        y[(n0 + n) * M + m] = v;
+      }
+  }
+}
+
+template <int NB>
+void launch_chain_f16_rows(const __half* w, const float* x, const float* b, i64 N, i64 M, i64 K, float* y,
+                           const char* name) {
+  const bool mul_add = g_mutant == DecodeLinearMutant::chain_mul_add;
+  trace::launched(mul_add ? "chain_gemv (f16 rows, mutant)" : name);
+  chain_gemv_f16_rows_kernel<NB><<<static_cast<unsigned>((M + kChainRowThreads - 1) / kChainRowThreads),
+                                   kChainRowThreads>>>(reinterpret_cast<const uint4*>(w),
+                                                       reinterpret_cast<const float4*>(x), b, N, M, K, y, mul_add);
+  check_launch("chain_gemv (f16 rows)");
+}
+
+bool f16_rows_apply(const __half* w, const float* x, i64 K) {
+  const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  return K % 8 == 0 && aligned(w) && aligned(x);
+}
+
+void chain_f16_rows(const __half* w, const float* x, const float* b, i64 N, i64 M, i64 K, float* y) {
+  if (N <= 1) launch_chain_f16_rows<1>(w, x, b, N, M, K, y, "chain_gemv (f16 rows, 1 row)");
+  else if (N <= 4) launch_chain_f16_rows<4>(w, x, b, N, M, K, y, "chain_gemv (f16 rows, 4 rows)");
+  else if (N <= 8) launch_chain_f16_rows<8>(w, x, b, N, M, K, y, "chain_gemv (f16 rows, 8 rows)");
+  else if (N <= 16) launch_chain_f16_rows<16>(w, x, b, N, M, K, y, "chain_gemv (f16 rows, 16 rows)");
+  else launch_chain_f16_rows<32>(w, x, b, N, M, K, y, "chain_gemv (f16 rows, 32 rows)");
+}
+
 template <class W, int NB>
 void launch_chain(const W* w, const float* x, const float* b, i64 N, i64 M, i64 K, float* y, const char* name) {
   const bool mul_add = g_mutant == DecodeLinearMutant::chain_mul_add;
@@ -227,33 +384,26 @@ void ternary_pack(const float* codes, std::size_t M, std::size_t K, std::uint32_
 void ternary_gemv(const std::uint32_t* words, std::size_t M, std::size_t K, const std::int8_t* xq, std::size_t N,
                   const float* step, const float* scale, float* y) {
   if (M == 0 || N == 0) return;
-  const i64 U = static_cast<i64>(ternary_units(K)), Kp = U * 64;
-  // Rows per CTA: about 1024 units of work, but at least 2 CTAs per SM's worth (132 SMs) where M allows.
-  i64 rb = 1024 / U;
-  if (rb > static_cast<i64>(M) / 264) rb = static_cast<i64>(M) / 264;
-  if (rb < 1) rb = 1;
-  if (rb > 64) rb = 64;
-  const int RB = static_cast<int>(rb);
-  // Batch rows per chunk: as many as 96 KiB of activation codes hold, at most 16.
-  i64 nb = (96 * 1024) / Kp;
-  if (nb > kTernaryMaxRows) nb = kTernaryMaxRows;
-  if (nb > static_cast<i64>(N)) nb = static_cast<i64>(N);
-  if (nb < 1) nb = 1;
-  const int nbmax = static_cast<int>(nb);
-  const std::size_t smem = static_cast<std::size_t>(nbmax * Kp) + sizeof(int) * static_cast<std::size_t>(nbmax) * (1 + RB);
-  static bool attribute_set = false;  // the 96 KiB of activation codes need more than the default 48 KiB
-  if (!attribute_set) {
-    const cudaError_t e =
-        cudaFuncSetAttribute(ternary_gemv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 128 * 1024);
-    if (e != cudaSuccess) check_launch("ternary_gemv: setting its shared memory size");
-    attribute_set = true;
-  }
+  if (M > 0x7FFFFFFFu || K > kTernaryMaxK || N > 0x7FFFFFFFu)
+    throw std::invalid_argument("ternary_gemv: M " + std::to_string(M) + ", K " + std::to_string(K) + ", N " +
+                                std::to_string(N) + ": beyond the kernel's int extents (K <= " +
+                                std::to_string(kTernaryMaxK) + ")");
+  const std::size_t U = ternary_units(K), Kp = U * 64;
+  // Batch rows per chunk: the largest template (1, 2, 4, 8, 16) whose activation codes fit 96 KiB,
+  // and no larger than N needs.
+  std::size_t cap = (96 * 1024) / Kp;
+  if (cap > static_cast<std::size_t>(kTernaryMaxRows)) cap = kTernaryMaxRows;
+  std::size_t nb = 1;
+  while (nb * 2 <= cap && nb < N) nb *= 2;
   const bool drop = g_mutant == DecodeLinearMutant::ternary_last_unit_dropped;
-  trace::launched(drop ? "ternary_gemv (mutant)" : "ternary_gemv");
-  const unsigned blocks = static_cast<unsigned>((static_cast<i64>(M) + RB - 1) / RB);
-  ternary_gemv_kernel<<<blocks, kTernaryThreads, smem>>>(reinterpret_cast<const uint4*>(words), static_cast<i64>(M),
-                                                         static_cast<i64>(K), U, RB, xq, static_cast<i64>(N), nbmax,
-                                                         step, scale, y, drop);
+  trace::launched(drop ? "ternary_gemv (mutant)" : "ternary_gemv (a warp a row)");
+  const auto* u = reinterpret_cast<const uint4*>(words);
+  const int m = static_cast<int>(M), k = static_cast<int>(K), uu = static_cast<int>(U), n = static_cast<int>(N);
+  if (nb == 1) launch_ternary<1>(u, m, k, uu, xq, n, step, scale, y, drop);
+  else if (nb == 2) launch_ternary<2>(u, m, k, uu, xq, n, step, scale, y, drop);
+  else if (nb == 4) launch_ternary<4>(u, m, k, uu, xq, n, step, scale, y, drop);
+  else if (nb == 8) launch_ternary<8>(u, m, k, uu, xq, n, step, scale, y, drop);
+  else launch_ternary<16>(u, m, k, uu, xq, n, step, scale, y, drop);
   check_launch("ternary_gemv");
 }
 
@@ -275,8 +425,11 @@ void chain_gemv(const float* w32, const std::uint16_t* w16, const float* x, cons
                 std::size_t M, std::size_t K, float* y) {
   if (M == 0 || N == 0) return;
   const auto n = static_cast<i64>(N), m = static_cast<i64>(M), k = static_cast<i64>(K);
-  if (w16 != nullptr)
-    chain_by_rows(reinterpret_cast<const __half*>(w16), x, b, n, m, k, y, true);
+  const auto* h = reinterpret_cast<const __half*>(w16);
+  if (w16 != nullptr && f16_rows_apply(h, x, k))
+    chain_f16_rows(h, x, b, n, m, k, y);
+  else if (w16 != nullptr)
+    chain_by_rows(h, x, b, n, m, k, y, true);
   else
     chain_by_rows(w32, x, b, n, m, k, y, false);
 }

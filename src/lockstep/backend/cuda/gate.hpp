@@ -54,7 +54,10 @@ std::vector<Case> train_cases();
 // The int8 GEMM's implementations (gate_int8.cpp, Case::op "int8_gemm"): each
 // against ops::int8_matmul_nt on ragged shapes, extreme codes and K = 131071.
 std::vector<Case> int8_cases();
-// Every case in one list: int8_cases(), every op of ops::ModelOps and
+// The int8 row quantizer (gemm_launch.hpp's row_quantize_i8, gate_int8.cpp, Case::op
+// "row_quantize_i8"): both of its paths against ops::quantize_rows.
+std::vector<Case> row_quantize_cases();
+// Every case in one list: int8_cases(), row_quantize_cases(), every op of ops::ModelOps and
 // add_into (gate_driver.cpp), then train_cases().
 std::vector<Case> all_cases();
 // The cases of the named ops (Case::op: "linear", "attention", "add_into", ...).

@@ -9,8 +9,11 @@
 // cuBLASLt runs only the shapes its requirements admit (K % 4 == 0, M % 4 ==
 // 0, 16-byte aligned operands: int8_gemm_launch.hpp); it and the IMMA tiles
 // are optional cases: a failure refuses that implementation, not the run.
+// The row quantizer's cases (row_quantize_cases) are here too: int8 codes.
+#include <cmath>
 #include <cstdint>
 #include <exception>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,7 +23,9 @@
 #include "lockstep/ad/rng.hpp"
 #include "lockstep/backend/cuda/device.hpp"
 #include "lockstep/backend/cuda/gate.hpp"
+#include "lockstep/backend/cuda/gemm_launch.hpp"
 #include "lockstep/backend/cuda/int8_gemm.hpp"
+#include "lockstep/num/fp.hpp"
 #include "lockstep/ops/quant.hpp"
 
 namespace lockstep::cuda::gate {
@@ -124,7 +129,93 @@ std::vector<Int8Shape> cublaslt_shapes() {
   };
 }
 
+// --- the row quantizer (gemm_launch.hpp's row_quantize_i8) ------------------
+// Against ops::quantize_rows (the CPU's), codes and steps, and the dequantized
+// q·step where asked: the warp-a-row path and the CTA-a-row path of few rows
+// (quant.cu: N <= 32, K <= 12288, 16-byte loads where aligned), the decode's
+// widths (2560, 6912) among them. Each row's values span a different scale;
+// row 1 holds -0, +inf and a NaN where it is long enough. The codes are
+// written into the middle of a buffer filled with the pass's pattern, which
+// the bytes before and after must keep.
+struct QuantShape {
+  std::size_t N, K;
+  std::size_t offset = 0;  // x starts this many floats past an aligned address
+};
+
+std::string quant_label(const QuantShape& s, bool dequant) {
+  return fmt::format("N {} K {}{}{}", s.N, s.K, s.offset != 0 ? fmt::format(" x at +{} float", s.offset) : "",
+                     dequant ? " dequantized" : "");
+}
+
+std::string run_quant_case(const QuantShape& s, bool with_dequant, std::uint64_t seed) {
+  ad::Rng rng(seed);
+  std::vector<float> x(s.N * s.K);
+  for (std::size_t n = 0; n < s.N; ++n) {
+    const double scale = std::ldexp(1.0, static_cast<int>(n % 7) * 3 - 9);
+    for (std::size_t k = 0; k < s.K; ++k) x[n * s.K + k] = static_cast<float>(rng.normal() * scale);
+  }
+  if (s.N > 1 && s.K > 3) {
+    x[s.K] = -0.0f;
+    x[s.K + 1] = std::numeric_limits<float>::infinity();
+    x[s.K + 2] = std::numeric_limits<float>::quiet_NaN();
+  }
+  const float floor_x = static_cast<float>(ops::BitLinear::kActFloor);
+  const ops::RowCodes<float> want = ops::quantize_rows(x.data(), s.N, s.K, floor_x);
+  const std::optional<std::uint32_t> p = poison();
+  const std::uint32_t fill = p ? *p : kSentinel;
+  DeviceBuffer<float> dx(s.offset + x.size() + 1), dstep(s.N), ddeq(with_dequant ? s.N * s.K + 1 : 1);
+  if (!x.empty()) copy_to_device(dx.data() + s.offset, x.data(), x.size() * sizeof(float));
+  const std::size_t code_words = (4 * kLead + s.N * s.K + 4 * kTail + 3) / 4;
+  DeviceBuffer<std::uint32_t> dcodes(code_words);
+  fill_words(dcodes.data(), fill, code_words);
+  fill_words(dstep.data(), fill, dstep.size());
+  fill_words(ddeq.data(), fill, ddeq.size());
+  auto* codes = reinterpret_cast<std::int8_t*>(dcodes.data()) + 4 * kLead;
+  launch::row_quantize_i8(dx.data() + s.offset, s.N, s.K, floor_x, codes, dstep.data(),
+                          with_dequant ? ddeq.data() : nullptr);
+  synchronize("row_quantize_i8 gate");
+  std::vector<std::uint32_t> got_words = dcodes.download();
+  const auto* got = reinterpret_cast<const std::int8_t*>(got_words.data());
+  const auto fill_byte = [fill](std::size_t i) { return static_cast<std::int8_t>((fill >> (8 * (i % 4))) & 0xFF); };
+  for (std::size_t i = 0; i < 4 * code_words; ++i) {
+    const bool inside = i >= 4 * kLead && i < 4 * kLead + s.N * s.K;
+    const std::int8_t w = inside ? want.q[i - 4 * kLead] : fill_byte(i);
+    if (got[i] == w) continue;
+    if (!inside) return fmt::format("codes: the guard byte {} outside the codes was written", i);
+    const std::size_t c = i - 4 * kLead;
+    return fmt::format("codes[{}] (row {}, col {}): cpu {} vs cuda {}", c, c / s.K, c % s.K, int(w), int(got[i]));
+  }
+  std::string d = first_difference("step", want.step, dstep.download());
+  if (!d.empty() || !with_dequant) return d;
+  std::vector<float> deq(s.N * s.K + 1, num::float_of(fill));
+  for (std::size_t n = 0; n < s.N; ++n)
+    for (std::size_t k = 0; k < s.K; ++k)
+      deq[n * s.K + k] = static_cast<float>(want.q[n * s.K + k]) * want.step[n];
+  return first_difference("dequantized", deq, ddeq.download(), s.K);
+}
+
+std::vector<QuantShape> quant_shapes() {
+  return {
+      {1, 2560},  {8, 2560},  {32, 2560}, {33, 2560},   // the decode's rows; 33: the warp-a-row path
+      {1, 6912},  {32, 6912}, {33, 6912},               //
+      {3, 2561},  {2, 1},     {5, 97},                  // K % 4 != 0: scalar loads
+      {4, 2560, 1},                                     // x off 16-byte alignment: scalar loads
+      {5, 12288}, {2, 12289},                           // the CTA path's widest row, and one past it
+  };
+}
+
 }  // namespace
+
+std::vector<Case> row_quantize_cases() {
+  std::vector<Case> out;
+  for (const QuantShape& s : quant_shapes())
+    for (bool dequant : {false, true}) {
+      Case c{"row_quantize_i8", quant_label(s, dequant), "row_quantize_i8", 0, {}};
+      c.run = [s, dequant](std::uint64_t seed) { return run_quant_case(s, dequant, seed); };
+      out.push_back(std::move(c));
+    }
+  return out;
+}
 
 std::vector<Case> int8_cases() {
   std::vector<Case> out;

@@ -25,6 +25,8 @@ std::string_view mutant_name(Mutant m) {
     case Mutant::int8_imma_k_tail_dropped: return "int8 gemm imma: ragged-K tail tile dropped";
     case Mutant::int8_imma_last_column_skipped: return "int8 gemm imma: odd M's last column not stored";
     case Mutant::unit_attention_weights_round_down: return "unit attention: weight codes rounded down (+ 0.5 dropped)";
+    case Mutant::rmsnorm_rows_blocked_lanes: return "rmsnorm (a CTA a row): lanes fold contiguous runs, not the canonical stride";
+    case Mutant::row_quantize_first_warp_max: return "row_quantize_i8 (a CTA a row): max |x| over warp 0's elements only";
   }
   return "?";
 }

@@ -25,6 +25,8 @@ enum class Mutant {
   int8_imma_k_tail_dropped,     // the IMMA int8 GEMM's k tiles rounded down: a ragged K loses its tail
   int8_imma_last_column_skipped,  // the IMMA int8 GEMM does not store an odd M's last column
   unit_attention_weights_round_down,  // the unit attention's weight codes floor(u·inv), the + 0.5 dropped (unit_attention.cu)
+  rmsnorm_rows_blocked_lanes,  // RMSNorm's CTA-a-row path: lane j folds a contiguous run, not j, j+32, ... (norm.cu)
+  row_quantize_first_warp_max,  // row_quantize_i8's CTA-a-row path: max |x| of warp 0's elements only (quant.cu)
 };
 
 void set_mutant(Mutant m);

@@ -12,6 +12,7 @@
 // the next tile's loads in flight while 8 threads run the chains over the
 // current one (double-buffered).
 #include <cstddef>
+#include <cstdint>
 #include <stdexcept>
 
 #include "lockstep/backend/cuda/canonical_warp.cuh"
@@ -99,6 +100,95 @@ __global__ void rmsnorm_fwd_kernel(std::size_t rows, std::size_t D, float eps, c
   float* yr = y + row * D;
   for (std::size_t j = lane; j < D; j += 32) yr[j] = __fmul_rn(__fmul_rn(xr[j], rs), w[j]);
   if (lane == 0) rstd[row] = rs;
+}
+
+// RMSNorm forward for few rows (rmsnorm_fwd dispatches rows <= kFewRows here):
+// a CTA per row. A warp per row issues its loads one at a time, each
+// lane's next load waiting on the fold (80 dependent loads a lane at D = 2560:
+// ~48 µs a row on the H200, latency alone). Here every thread of the CTA
+// stages the row into shared memory first (16-byte loads where x is 16-byte
+// aligned and D % 4 == 0, all in flight), then warp c folds 4096-chunk c in
+// the canonical lane order from shared memory (lane j: elements j, j+32, ...
+// of the chunk, then the shuffle-down tree: warp_sum_like's expression
+// exactly), warp 0 joins the chunk partials as warp_sum_like does (lane
+// k mod 32 folds partial k from +0 in order, the tree, the canonical NaN), and
+// every thread writes its part of y. Same bits as rmsnorm_fwd_kernel.
+constexpr unsigned kFewRows = 32;            // rows <= this: a CTA per row
+constexpr unsigned kRowCtaThreads = 256;     // 8 warps: up to 8 chunks folded at once
+constexpr std::size_t kRowCtaMaxDim = 12288;  // the staged row: 48 KiB of shared memory, the default limit
+
+// Vec: x, w and y 16-byte aligned and D % 4 == 0 (the host checks). Blocked:
+// the mutant (Mutant::rmsnorm_rows_blocked_lanes): lane j folds a contiguous
+// run of the chunk instead of the strided elements j, j+32, ...
+template <bool Vec, bool Blocked>
+__global__ void __launch_bounds__(kRowCtaThreads)
+    rmsnorm_fwd_row_cta_kernel(std::size_t D, float eps, const float* x, const float* __restrict__ w, float* y,
+                               float* __restrict__ rstd) {  // y may be x: the row is staged before any write
+  extern __shared__ float4 row_smem[];
+  float* xs = reinterpret_cast<float*>(row_smem);
+  __shared__ float partial[kRowCtaThreads / 32 * 4];  // chunk partials (D <= 12288: 3 chunks)
+  __shared__ float s_rs;
+  const std::size_t row = blockIdx.x;
+  const unsigned tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
+  const float* xr = x + row * D;
+  if constexpr (Vec) {
+    const float4* x4 = reinterpret_cast<const float4*>(xr);
+#pragma unroll 4
+    for (std::size_t v = tid; v < D / 4; v += kRowCtaThreads) row_smem[v] = x4[v];
+  } else {
+#pragma unroll 4
+    for (std::size_t j = tid; j < D; j += kRowCtaThreads) xs[j] = xr[j];
+  }
+  __syncthreads();
+  const std::size_t chunks = D <= num::reduce::kChunk ? 1 : (D + num::reduce::kChunk - 1) / num::reduce::kChunk;
+  for (std::size_t c = warp; c < chunks; c += kRowCtaThreads / 32) {
+    const std::size_t base = c * num::reduce::kChunk;
+    const std::size_t len = D - base < num::reduce::kChunk ? D - base : num::reduce::kChunk;
+    const float* xc = xs + base;
+    float acc = 0.0f;
+    if constexpr (Blocked) {
+      const std::size_t per = (len + 31) / 32;
+      for (std::size_t t = lane * per; t < len && t < (lane + 1) * per; ++t) acc = fma_rn(xc[t], xc[t], acc);
+    } else {
+#pragma unroll 8
+      for (std::size_t t = lane; t < len; t += 32) acc = fma_rn(xc[t], xc[t], acc);
+    }
+    acc = detail::lane_tree(acc);
+    if (lane == 0) partial[c] = acc;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    float sum;
+    if (chunks == 1) {
+      sum = partial[0];
+    } else {
+      float acc2 = 0.0f;
+      for (std::size_t k = lane; k < chunks; k += 32) acc2 = __fadd_rn(acc2, partial[k]);
+      sum = detail::lane_tree(acc2);
+    }
+    sum = num::reduce::canonical_nan(sum);
+    if (lane == 0) {
+      const float rs = num::rsqrt(__fadd_rn(__fdiv_rn(sum, static_cast<float>(D)), eps));
+      s_rs = rs;
+      rstd[row] = rs;
+    }
+  }
+  __syncthreads();
+  const float rs = s_rs;
+  float* yr = y + row * D;
+  if constexpr (Vec) {
+    const float4* w4 = reinterpret_cast<const float4*>(w);
+    float4* y4 = reinterpret_cast<float4*>(yr);
+#pragma unroll 4
+    for (std::size_t v = tid; v < D / 4; v += kRowCtaThreads) {
+      const float4 a = row_smem[v], g = w4[v];
+      y4[v] = make_float4(__fmul_rn(__fmul_rn(a.x, rs), g.x), __fmul_rn(__fmul_rn(a.y, rs), g.y),
+                          __fmul_rn(__fmul_rn(a.z, rs), g.z), __fmul_rn(__fmul_rn(a.w, rs), g.w));
+    }
+  } else {
+#pragma unroll 4
+    for (std::size_t j = tid; j < D; j += kRowCtaThreads) yr[j] = __fmul_rn(__fmul_rn(xs[j], rs), w[j]);
+  }
 }
 
 __global__ void rmsnorm_bwd_rows_kernel(std::size_t rows, std::size_t D, const float* x, const float* w,
@@ -254,6 +344,23 @@ void rmsnorm_fwd(std::size_t rows, std::size_t dim, float eps, const float* x, c
                  float* rstd) {
   check_dim(dim);
   if (rows == 0) return;
+  if (rows <= kFewRows && dim <= kRowCtaMaxDim) {
+    const auto aligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+    const bool vec = dim % 4 == 0 && aligned(x) && aligned(w) && aligned(y);
+    const bool blocked = mutant() == Mutant::rmsnorm_rows_blocked_lanes;
+    const std::size_t smem = (dim + 3) / 4 * sizeof(float4);
+    const unsigned grid = static_cast<unsigned>(rows);
+    trace::launched(blocked ? "rmsnorm_fwd (a CTA a row, mutant)"
+                            : vec ? "rmsnorm_fwd (a CTA a row, 16-byte)" : "rmsnorm_fwd (a CTA a row)");
+    if (blocked)
+      rmsnorm_fwd_row_cta_kernel<false, true><<<grid, kRowCtaThreads, smem>>>(dim, eps, x, w, y, rstd);
+    else if (vec)
+      rmsnorm_fwd_row_cta_kernel<true, false><<<grid, kRowCtaThreads, smem>>>(dim, eps, x, w, y, rstd);
+    else
+      rmsnorm_fwd_row_cta_kernel<false, false><<<grid, kRowCtaThreads, smem>>>(dim, eps, x, w, y, rstd);
+    check_launch("rmsnorm_fwd (a CTA a row)");
+    return;
+  }
   trace::launched("rmsnorm_fwd");
   rmsnorm_fwd_kernel<<<row_blocks(rows), kRowThreads>>>(rows, dim, eps, x, w, y, rstd);
   check_launch("rmsnorm_fwd");

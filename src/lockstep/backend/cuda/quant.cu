@@ -14,6 +14,7 @@
 
 #include "lockstep/backend/cuda/device.hpp"
 #include "lockstep/backend/cuda/gemm_launch.hpp"
+#include "lockstep/backend/cuda/mutant.hpp"
 #include "lockstep/backend/cuda/trace_launch.hpp"
 #include "lockstep/num/fp.hpp"
 #include "lockstep/num/reduce.hpp"
@@ -102,6 +103,147 @@ __global__ void __launch_bounds__(256) row_codes(const float* __restrict__ x, st
     if constexpr (DEQUANT) dr[k] = __fmul_rn(q, st);
   }
   if (lane == 0) step[n] = st;
+}
+
+// row_codes for few rows (row_quantize_i8 dispatches N <= kFewRows here): a
+// CTA per row. A warp per row waits on each of its loads in turn (K / 32 of
+// them a lane, twice: the max, then the codes). Here every thread loads its
+// part of the row (16-byte loads where x is 16-byte aligned and K % 4 == 0,
+// all in flight) into shared memory while it folds their |x| into its max
+// (order-free: reduce::max's total order, NaN tracked apart); the warps'
+// maxima meet in shared memory, and every thread writes the codes of its
+// elements from shared memory. Same expressions as row_codes, so the same
+// bits. FirstWarp: the mutant (Mutant::row_quantize_first_warp_max), the
+// block's max taken from warp 0's elements only.
+constexpr std::size_t kFewRows = 32;
+constexpr unsigned kRowCtaThreads = 256;
+constexpr std::size_t kRowCtaMaxK = 12288;  // the staged row: 48 KiB of shared memory
+
+struct AbsMax {
+  std::int32_t key = red::detail::order_key(num::float_of(0xFF800000u));  // -inf
+  std::uint32_t mag = 0;
+  __device__ __forceinline__ void fold(float x) {
+    const float v = fabsf(x);
+    const std::int32_t kv = red::detail::order_key(v);
+    key = kv > key ? kv : key;
+    const std::uint32_t mv = num::bits_of(v) & 0x7FFFFFFFu;
+    mag = mv > mag ? mv : mag;
+  }
+};
+
+template <class Code, bool DEQUANT, bool Vec, bool FirstWarp>
+__global__ void __launch_bounds__(kRowCtaThreads)
+    row_codes_cta(const float* __restrict__ x, std::size_t K, float floor_x, Code* __restrict__ codes,
+                  float* __restrict__ dequant, float* __restrict__ step) {
+  extern __shared__ float4 row_smem[];
+  float* xs = reinterpret_cast<float*>(row_smem);
+  __shared__ std::int32_t s_key[kRowCtaThreads / 32];
+  __shared__ std::uint32_t s_mag[kRowCtaThreads / 32];
+  const std::size_t n = blockIdx.x;
+  const unsigned tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
+  const float* xr = x + n * K;
+  AbsMax am;
+  if constexpr (Vec) {
+    const float4* x4 = reinterpret_cast<const float4*>(xr);
+#pragma unroll 4
+    for (std::size_t v = tid; v < K / 4; v += kRowCtaThreads) {
+      const float4 a = x4[v];
+      row_smem[v] = a;
+      am.fold(a.x);
+      am.fold(a.y);
+      am.fold(a.z);
+      am.fold(a.w);
+    }
+  } else {
+#pragma unroll 4
+    for (std::size_t k = tid; k < K; k += kRowCtaThreads) {
+      const float a = xr[k];
+      xs[k] = a;
+      am.fold(a);
+    }
+  }
+#pragma unroll
+  for (int off = 16; off >= 1; off /= 2) {
+    const std::int32_t ko = __shfl_xor_sync(0xFFFFFFFFu, am.key, off);
+    const std::uint32_t mo = __shfl_xor_sync(0xFFFFFFFFu, am.mag, off);
+    am.key = ko > am.key ? ko : am.key;
+    am.mag = mo > am.mag ? mo : am.mag;
+  }
+  if (lane == 0) {
+    s_key[warp] = am.key;
+    s_mag[warp] = am.mag;
+  }
+  __syncthreads();
+  std::int32_t key = s_key[0];
+  std::uint32_t mag = s_mag[0];
+  if constexpr (!FirstWarp) {
+#pragma unroll
+    for (unsigned i = 1; i < kRowCtaThreads / 32; ++i) {
+      key = s_key[i] > key ? s_key[i] : key;
+      mag = s_mag[i] > mag ? s_mag[i] : mag;
+    }
+  }
+  const float mx = mag > 0x7F800000u ? num::float_of(red::kCanonicalNaN) : red::detail::from_order_key(key);
+  const float m = max2(mx, floor_x);
+  const float inv = __fdiv_rn(127.0f, m);
+  const float st = __fdiv_rn(m, 127.0f);
+  const auto code_of = [inv](float v) { return min2(max2(floorf(__fadd_rn(__fmul_rn(v, inv), 0.5f)), -127.0f), 127.0f); };
+  Code* cr = codes + n * K;
+  float* dr = DEQUANT ? dequant + n * K : nullptr;
+  // Each thread reads back the elements it staged itself: no barrier needed for xs.
+  if constexpr (Vec) {
+#pragma unroll 4
+    for (std::size_t v = tid; v < K / 4; v += kRowCtaThreads) {
+      const float4 a = row_smem[v];
+      const float q0 = code_of(a.x), q1 = code_of(a.y), q2 = code_of(a.z), q3 = code_of(a.w);
+      if constexpr (sizeof(Code) == 1) {
+        char4 c;
+        c.x = static_cast<signed char>(q0);
+        c.y = static_cast<signed char>(q1);
+        c.z = static_cast<signed char>(q2);
+        c.w = static_cast<signed char>(q3);
+        reinterpret_cast<char4*>(cr)[v] = c;
+      } else {
+        cr[4 * v] = static_cast<Code>(q0);
+        cr[4 * v + 1] = static_cast<Code>(q1);
+        cr[4 * v + 2] = static_cast<Code>(q2);
+        cr[4 * v + 3] = static_cast<Code>(q3);
+      }
+      if constexpr (DEQUANT)
+        reinterpret_cast<float4*>(dr)[v] = make_float4(__fmul_rn(q0, st), __fmul_rn(q1, st), __fmul_rn(q2, st),
+                                                       __fmul_rn(q3, st));
+    }
+  } else {
+#pragma unroll 4
+    for (std::size_t k = tid; k < K; k += kRowCtaThreads) {
+      const float q = code_of(xs[k]);
+      cr[k] = static_cast<Code>(q);
+      if constexpr (DEQUANT) dr[k] = __fmul_rn(q, st);
+    }
+  }
+  if (tid == 0) step[n] = st;
+}
+
+template <bool DEQUANT>
+void launch_row_codes_cta(const float* x, std::size_t N, std::size_t K, float floor_x, std::int8_t* codes,
+                          float* dequant, float* step) {
+  const auto aligned = [](const void* p, std::uintptr_t a) { return reinterpret_cast<std::uintptr_t>(p) % a == 0; };
+  const bool vec = K % 4 == 0 && aligned(x, 16) && aligned(codes, 4) && (!DEQUANT || aligned(dequant, 16));
+  const bool first_warp = mutant() == Mutant::row_quantize_first_warp_max;
+  const std::size_t smem = (K + 3) / 4 * sizeof(float4);
+  const unsigned grid = static_cast<unsigned>(N);
+  if (first_warp) {
+    trace::launched("row_quantize_i8 (a CTA a row, mutant)");
+    row_codes_cta<std::int8_t, DEQUANT, false, true><<<grid, kRowCtaThreads, smem>>>(x, K, floor_x, codes, dequant, step);
+  } else if (vec) {
+    trace::launched(DEQUANT ? "row_quantize_i8 (codes, dequantized, a CTA a row, 16-byte)"
+                            : "row_quantize_i8 (codes, a CTA a row, 16-byte)");
+    row_codes_cta<std::int8_t, DEQUANT, true, false><<<grid, kRowCtaThreads, smem>>>(x, K, floor_x, codes, dequant, step);
+  } else {
+    trace::launched(DEQUANT ? "row_quantize_i8 (codes, dequantized, a CTA a row)" : "row_quantize_i8 (codes, a CTA a row)");
+    row_codes_cta<std::int8_t, DEQUANT, false, false><<<grid, kRowCtaThreads, smem>>>(x, K, floor_x, codes, dequant, step);
+  }
+  check_launch("row_quantize_i8 (a CTA a row)");
 }
 
 std::size_t chunks_of(std::size_t n) { return n <= kChunk ? 1 : (n + kChunk - 1) / kChunk; }
@@ -234,6 +376,11 @@ void row_quantize(const float* x, std::size_t N, std::size_t K, float floor_x, f
 void row_quantize_i8(const float* x, std::size_t N, std::size_t K, float floor_x, std::int8_t* codes, float* step,
                      float* dequant) {
   if (N == 0) return;
+  if (N <= kFewRows && K <= kRowCtaMaxK) {
+    if (dequant != nullptr) launch_row_codes_cta<true>(x, N, K, floor_x, codes, dequant, step);
+    else launch_row_codes_cta<false>(x, N, K, floor_x, codes, nullptr, step);
+    return;
+  }
   const unsigned blocks = static_cast<unsigned>((N + 7) / 8);
   if (dequant != nullptr) {
     trace::launched("row_quantize_i8 (codes, dequantized)");
