@@ -421,6 +421,8 @@ std::vector<Case> all_cases() {
   // The int8 GEMM's first: the int8 unit linear's cases call the GEMM's
   // dispatch, which reads their outcomes (int8_gemm.hpp).
   for (Case& c : int8_cases()) cases.push_back(std::move(c));
+  // Likewise the column quantizer's: the unit backward's calls read theirs (col_quant.hpp).
+  for (Case& c : col_quant_cases()) cases.push_back(std::move(c));
   add_op_cases(cases, ops::ModelOps{});
   add_into_cases(cases);
   for (Case& c : train_cases()) cases.push_back(std::move(c));

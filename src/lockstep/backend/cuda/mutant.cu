@@ -25,6 +25,8 @@ std::string_view mutant_name(Mutant m) {
     case Mutant::int8_imma_k_tail_dropped: return "int8 gemm imma: ragged-K tail tile dropped";
     case Mutant::int8_imma_last_column_skipped: return "int8 gemm imma: odd M's last column not stored";
     case Mutant::unit_attention_weights_round_down: return "unit attention: weight codes rounded down (+ 0.5 dropped)";
+    case Mutant::col_quant_last_chunk_dropped: return "column quantizer 2-pass: the last chunk of rows left out of the absmax";
+    case Mutant::col_quant_sums_in_pairs: return "column quantizer 2-pass: column sums added in pairs (reassociated)";
   }
   return "?";
 }

@@ -25,6 +25,8 @@ enum class Mutant {
   int8_imma_k_tail_dropped,     // the IMMA int8 GEMM's k tiles rounded down: a ragged K loses its tail
   int8_imma_last_column_skipped,  // the IMMA int8 GEMM does not store an odd M's last column
   unit_attention_weights_round_down,  // the unit attention's weight codes floor(u·inv), the + 0.5 dropped (unit_attention.cu)
+  col_quant_last_chunk_dropped,  // the two-pass column quantizer joins every chunk of rows but the last (col_quant.cu)
+  col_quant_sums_in_pairs,       // its fused column sums add rows in pairs, (x0 + x1) + ...: reassociated (col_quant.cu)
 };
 
 void set_mutant(Mutant m);
