@@ -42,6 +42,7 @@ const std::vector<Mutant>& all_mutants() {
       Mutant::clip_scales_up,             Mutant::int8_dp4a_int16_accumulator, Mutant::int8_imma_k_tail_dropped,
       Mutant::int8_imma_last_column_skipped, Mutant::unit_attention_weights_round_down,
       Mutant::rmsnorm_rows_blocked_lanes, Mutant::row_quantize_first_warp_max,
+      Mutant::col_quant_last_chunk_dropped, Mutant::col_quant_sums_in_pairs,
   };
   return m;
 }
@@ -65,6 +66,8 @@ std::vector<lc::gate::Case> family_cases(Mutant m) {
     case Mutant::unit_attention_weights_round_down: return lc::gate::cases_of({"unit_attention"});
     case Mutant::rmsnorm_rows_blocked_lanes: return lc::gate::cases_of({"rmsnorm"});
     case Mutant::row_quantize_first_warp_max: return lc::gate::cases_of({"row_quantize_i8", "int8_linear"});
+    case Mutant::col_quant_last_chunk_dropped:
+    case Mutant::col_quant_sums_in_pairs: return lc::gate::cases_of({"col_quant"});
     case Mutant::none: return lc::gate::all_cases();
   }
   return {};
@@ -79,7 +82,7 @@ struct ScopedMutant {
 // Every enumerator appears exactly once above (a new one must be added here:
 // the switch in family_cases has no default, so -Wswitch names it).
 TEST(CudaGateMutants, ListCoversTheEnum) {
-  EXPECT_EQ(all_mutants().size(), static_cast<std::size_t>(Mutant::row_quantize_first_warp_max));
+  EXPECT_EQ(all_mutants().size(), static_cast<std::size_t>(Mutant::col_quant_sums_in_pairs));
 }
 
 TEST(CudaGateMutants, CleanKernelsPassEveryGate) {
@@ -414,6 +417,9 @@ INSTANTIATE_TEST_SUITE_P(AllMutants, CudaGateMutant, ::testing::ValuesIn(all_mut
                              case Mutant::rmsnorm_rows_blocked_lanes: return std::string("rmsnorm_rows_blocked_lanes");
                              case Mutant::row_quantize_first_warp_max:
                                return std::string("row_quantize_first_warp_max");
+                             case Mutant::col_quant_last_chunk_dropped:
+                               return std::string("col_quant_last_chunk_dropped");
+                             case Mutant::col_quant_sums_in_pairs: return std::string("col_quant_sums_in_pairs");
                            }
                            return std::string("unknown");
                          });

@@ -57,7 +57,10 @@ std::vector<Case> int8_cases();
 // The int8 row quantizer (gemm_launch.hpp's row_quantize_i8, gate_int8.cpp, Case::op
 // "row_quantize_i8"): both of its paths against ops::quantize_rows.
 std::vector<Case> row_quantize_cases();
-// Every case in one list: int8_cases(), row_quantize_cases(), every op of ops::ModelOps and
+// The two-pass column quantizer (gate_col_quant.cpp, Case::op "col_quant",
+// optional): against the CPU's units::quantize_cols_i8 and column sums.
+std::vector<Case> col_quant_cases();
+// Every case in one list: int8_cases(), row_quantize_cases(), col_quant_cases(), every op of ops::ModelOps and
 // add_into (gate_driver.cpp), then train_cases().
 std::vector<Case> all_cases();
 // The cases of the named ops (Case::op: "linear", "attention", "add_into", ...).
@@ -80,6 +83,13 @@ struct Options {
 // Runs the cases (clean, then poisoned), never throwing for a mismatch; a CUDA
 // error is reported as the case's difference.
 std::vector<Outcome> run_gates(const std::vector<Case>& cases, const Options& opt);
+
+// Runs the cases here and now, clean and then poisoned, for the outcomes they
+// record themselves (the optional cases' bookkeeping: int8_gemm.cpp,
+// col_quant.cpp), not through run_gates: this may happen inside another gate
+// case, whose poison state (restored on the way out, also on a throw) and
+// launch-trace bracket must stay as they are.
+void run_for_records(const std::vector<Case>& cases);
 
 // Runs every gate and throws std::runtime_error naming the first failing
 // kernel, shape and cell ("CUDA kernel refused: linear_fwd on rows 37 in 65 ...");

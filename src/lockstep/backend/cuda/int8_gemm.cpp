@@ -241,25 +241,10 @@ const Int8Selection& int8_selection() {
     complete = complete && (g_records[i].failed > 0 || g_records[i].passed >= expected[i]);
   if (!complete) {
     // Start-up did not run the int8 gates (a process that uses the GEMM
-    // without a model): run them now, clean and poisoned; they record here.
-    // The cases are run here directly, not through gate::run_gates: this may
-    // be inside another gate case (an op over the GEMM), whose poison state
-    // and launch-trace bracket must stay as they are.
+    // without a model): run them now, clean and poisoned; they record here
+    // (inside another gate case too: an op over the GEMM).
     g_records = {};
-    const std::optional<std::uint32_t> outer = poison();
-    const gate::Options defaults;
-    for (const bool poisoned : {false, true}) {
-      set_poison(poisoned ? std::optional<std::uint32_t>(defaults.poison_pattern) : std::nullopt);
-      for (std::size_t i = 0; i < cases.size(); ++i) {
-        try {
-          cases[i].run(defaults.seed * 1000003u + i);  // records its outcome
-        } catch (...) {
-          set_poison(outer);
-          throw;
-        }
-      }
-    }
-    set_poison(outer);
+    gate::run_for_records(cases);
   }
   Int8Selection s;
   bool own = false;

@@ -27,6 +27,8 @@ std::string_view mutant_name(Mutant m) {
     case Mutant::unit_attention_weights_round_down: return "unit attention: weight codes rounded down (+ 0.5 dropped)";
     case Mutant::rmsnorm_rows_blocked_lanes: return "rmsnorm (a CTA a row): lanes fold contiguous runs, not the canonical stride";
     case Mutant::row_quantize_first_warp_max: return "row_quantize_i8 (a CTA a row): max |x| over warp 0's elements only";
+    case Mutant::col_quant_last_chunk_dropped: return "column quantizer 2-pass: the last chunk of rows left out of the absmax";
+    case Mutant::col_quant_sums_in_pairs: return "column quantizer 2-pass: column sums added in pairs (reassociated)";
   }
   return "?";
 }

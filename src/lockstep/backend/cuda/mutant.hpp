@@ -27,6 +27,8 @@ enum class Mutant {
   unit_attention_weights_round_down,  // the unit attention's weight codes floor(u·inv), the + 0.5 dropped (unit_attention.cu)
   rmsnorm_rows_blocked_lanes,  // RMSNorm's CTA-a-row path: lane j folds a contiguous run, not j, j+32, ... (norm.cu)
   row_quantize_first_warp_max,  // row_quantize_i8's CTA-a-row path: max |x| of warp 0's elements only (quant.cu)
+  col_quant_last_chunk_dropped,  // the two-pass column quantizer joins every chunk of rows but the last (col_quant.cu)
+  col_quant_sums_in_pairs,       // its fused column sums add rows in pairs, (x0 + x1) + ...: reassociated (col_quant.cu)
 };
 
 void set_mutant(Mutant m);

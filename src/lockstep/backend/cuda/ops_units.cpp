@@ -11,6 +11,7 @@
 #include <cstddef>
 
 #include "lockstep/backend/cuda/audit.hpp"
+#include "lockstep/backend/cuda/col_quant.hpp"
 #include "lockstep/backend/cuda/gemm_launch.hpp"
 #include "lockstep/backend/cuda/int8_gemm.hpp"
 #include "lockstep/backend/cuda/ops.hpp"
@@ -40,7 +41,8 @@ void OpKernels::run(const ops::Int8LinearConfig& c, const ops::Int8Linear::FwdAr
 // Backward. Float STE: dx = dy·Ŵ, dW = dyᵀ·x̂ (x̂, Ŵ: the forward's codes
 // again, dequantized) on the canonical float GEMM. Unit: dx from dy by rows
 // and W by columns (over M), dW from dy by columns and x by columns (over N),
-// each an exact int32 product and its epilogue. db: column sums of dy.
+// each an exact int32 product and its epilogue. db: column sums of dy (in the
+// unit backward with dW, from the pass that reads dy for its column codes).
 void OpKernels::run(const ops::Int8LinearConfig& c, const ops::Int8Linear::BwdArgs<float>& args) {
   const auto& [x, w, dy, dx, dw, db] = args;
   ops::Int8Linear::validate(c);
@@ -48,6 +50,8 @@ void OpKernels::run(const ops::Int8LinearConfig& c, const ops::Int8Linear::BwdAr
   const auto floor_v = static_cast<float>(ops::Int8Linear::kFloor);
   const auto floor_g = static_cast<float>(ops::Int8Linear::kGradFloor);
   UnitScratch& u = units_;
+  const bool want_db = c.bias && db != nullptr;
+  const bool sums_here = want_db && c.unit_backward && dw != nullptr;  // folded into dy's column codes
   if (!c.unit_backward) {
     u.qa.resize(NM * K);
     u.sa.resize(NM);
@@ -66,22 +70,22 @@ void OpKernels::run(const ops::Int8LinearConfig& c, const ops::Int8Linear::BwdAr
     u.sa.resize(NM);
     u.sb.resize(K);
     u.acc.resize(NM * K);
-    u.col.resize(std::max({launch::col_quantize_scratch(M, K), launch::col_quantize_scratch(N, M),
-                           launch::col_quantize_scratch(N, K)}));
+    u.col.resize(std::max({col_quantize_scratch(M, K), col_quantize_scratch(N, M), col_quantize_scratch(N, K)}));
     if (dx != nullptr) {  // dx[n,k] = (f32(Σ_m qa[n,m] qg[k,m]) * sa_n) * sg_k
       launch::row_quantize_i8(dy, N, M, floor_g, u.qa.data(), u.sa.data(), nullptr);
-      launch::col_quantize_i8(w, M, K, floor_v, u.qb.data(), u.sb.data(), u.col.data());  // [K, M]
+      col_quantize(w, M, K, floor_v, u.qb.data(), u.sb.data(), u.col.data());  // [K, M]
       int8_gemm_nt(u.qa.data(), u.qb.data(), u.acc.data(), N, K, M);
       launch::unit_epilogue(u.acc.data(), u.sa.data(), u.sb.data(), nullptr, N, K, dx);
     }
     if (dw != nullptr) {  // dW[m,k] = (f32(Σ_n qc[m,n] qd[k,n]) * sc_m) * sd_k
-      launch::col_quantize_i8(dy, N, M, floor_g, u.qa.data(), u.sa.data(), u.col.data());  // [M, N]
-      launch::col_quantize_i8(x, N, K, floor_v, u.qb.data(), u.sb.data(), u.col.data());   // [K, N]
+      // db from the same read of dy as its column codes (col_quant.hpp).
+      col_quantize(dy, N, M, floor_g, u.qa.data(), u.sa.data(), u.col.data(), sums_here ? db : nullptr);  // [M, N]
+      col_quantize(x, N, K, floor_v, u.qb.data(), u.sb.data(), u.col.data());                            // [K, N]
       int8_gemm_nt(u.qa.data(), u.qb.data(), u.acc.data(), M, K, N);
       launch::unit_epilogue(u.acc.data(), u.sa.data(), u.sb.data(), nullptr, M, K, dw);
     }
   }
-  if (c.bias && db != nullptr) launch::column_sums(dy, N, M, db);
+  if (want_db && !sums_here) launch::column_sums(dy, N, M, db);
 }
 
 }  // namespace lockstep::cuda

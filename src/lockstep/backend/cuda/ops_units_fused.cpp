@@ -8,6 +8,7 @@
 #include <cstddef>
 
 #include "lockstep/backend/cuda/audit.hpp"
+#include "lockstep/backend/cuda/col_quant.hpp"
 #include "lockstep/backend/cuda/gemm_launch.hpp"
 #include "lockstep/backend/cuda/int8_gemm.hpp"
 #include "lockstep/backend/cuda/ops.hpp"
@@ -62,9 +63,9 @@ void OpKernels::units_shared_bwd(std::size_t rows, std::size_t in, bool unit_bac
       if (q.dw != nullptr) launch::gemm_dytx(N, q.out, K, q.dy, u.deq.data(), q.dw);
     }
   } else {
-    std::size_t col = launch::col_quantize_scratch(N, K);
+    std::size_t col = col_quantize_scratch(N, K);
     for (std::size_t p = 0; p < n_parts; ++p)
-      col = std::max({col, launch::col_quantize_scratch(parts[p].out, K), launch::col_quantize_scratch(N, parts[p].out)});
+      col = std::max({col, col_quantize_scratch(parts[p].out, K), col_quantize_scratch(N, parts[p].out)});
     u.col.resize(col);
     u.qa.resize(N * widest);
     u.sa.resize(N);
@@ -78,7 +79,7 @@ void OpKernels::units_shared_bwd(std::size_t rows, std::size_t in, bool unit_bac
       const ops::UnitBwdPart& q = parts[p];
       if (q.dx == nullptr) continue;
       launch::row_quantize_i8(q.dy, N, q.out, floor_g, u.qa.data(), u.sa.data(), nullptr);
-      launch::col_quantize_i8(q.w, q.out, K, floor_v, u.qb.data(), u.sb.data(), u.col.data());  // [K, M]
+      col_quantize(q.w, q.out, K, floor_v, u.qb.data(), u.sb.data(), u.col.data());  // [K, M]
       int8_gemm_nt(u.qa.data(), u.qb.data(), u.acc.data(), N, K, q.out);
       launch::unit_epilogue(u.acc.data(), u.sa.data(), u.sb.data(), nullptr, N, K, q.dx);
     }
@@ -87,10 +88,11 @@ void OpKernels::units_shared_bwd(std::size_t rows, std::size_t in, bool unit_bac
       for (std::size_t p = 0, off = 0; p < n_parts; ++p) {
         const ops::UnitBwdPart& q = parts[p];
         if (q.dw == nullptr) continue;
-        launch::col_quantize_i8(q.dy, N, q.out, floor_g, u.qc.data() + off * N, u.sc.data() + off, u.col.data());
+        // The part's db from the same read of dy_i as its column codes (col_quant.hpp).
+        col_quantize(q.dy, N, q.out, floor_g, u.qc.data() + off * N, u.sc.data() + off, u.col.data(), q.db);
         off += q.out;
       }
-      launch::col_quantize_i8(x, N, K, floor_v, u.qb.data(), u.sb.data(), u.col.data());
+      col_quantize(x, N, K, floor_v, u.qb.data(), u.sb.data(), u.col.data());
       int8_gemm_nt(u.qc.data(), u.qb.data(), u.acc.data(), dw_rows, K, N);
       for (std::size_t p = 0, off = 0; p < n_parts; ++p) {
         const ops::UnitBwdPart& q = parts[p];
@@ -101,8 +103,10 @@ void OpKernels::units_shared_bwd(std::size_t rows, std::size_t in, bool unit_bac
       }
     }
   }
-  for (std::size_t p = 0; p < n_parts; ++p)
-    if (parts[p].db != nullptr) launch::column_sums(parts[p].dy, N, parts[p].out, parts[p].db);
+  for (std::size_t p = 0; p < n_parts; ++p) {
+    const bool summed = unit_backward && parts[p].dw != nullptr;  // with its column codes, above
+    if (parts[p].db != nullptr && !summed) launch::column_sums(parts[p].dy, N, parts[p].out, parts[p].db);
+  }
 }
 
 // gemm1; its epilogue, bias, GELU and act's row codes in one pass

@@ -1,0 +1,231 @@
+// The two-pass column quantizer (col_quant.cu) on the device: its gate cases
+// pass and admit it; on ragged shapes and the GPT-2 124M shapes it gives the
+// three-pass kernel's bits and the CPU's (codes, steps; with the column sums,
+// launch::column_sums' and the CPU's); each planted bug (mutant.hpp) is
+// caught by the gate cases, refuses the kernel, and leaves the engine on the
+// three-pass one, whose unit linear still passes its op gates; and the time
+// of both at the GPT-2 shapes (printed: the lead's measurement).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "lockstep/backend/cpu/units_quant.hpp"
+#include "lockstep/backend/cuda/col_quant.hpp"
+#include "lockstep/backend/cuda/col_quant_launch.hpp"
+#include "lockstep/backend/cuda/device.hpp"
+#include "lockstep/backend/cuda/gate.hpp"
+#include "lockstep/backend/cuda/gemm_launch.hpp"
+#include "lockstep/backend/cuda/mutant.hpp"
+#include "lockstep/backend/cuda/probe.hpp"
+#include "lockstep/num/fp.hpp"
+
+namespace {
+
+namespace lc = lockstep::cuda;
+namespace ln = lockstep::num;
+
+struct ScopedMutant {
+  explicit ScopedMutant(lc::Mutant m) { lc::set_mutant(m); }
+  ~ScopedMutant() { lc::set_mutant(lc::Mutant::none); }
+};
+
+struct Shape {
+  std::size_t rows, cols;
+};
+
+// Normals of per-column scale, a few NaN, ±inf, -0 and subnormal cells.
+std::vector<float> matrix(const Shape& s, std::uint64_t seed, bool specials) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal;
+  std::vector<float> x(s.rows * s.cols);
+  for (std::size_t j = 0; j < s.cols; ++j) {
+    const float scale = std::ldexp(1.0f, static_cast<int>(rng() % 30) - 20);
+    for (std::size_t n = 0; n < s.rows; ++n) x[n * s.cols + j] = normal(rng) * scale;
+  }
+  if (specials && !x.empty())
+    for (const std::uint32_t bits : {0x7FC00000u, 0x7F800000u, 0xFF800000u, 0x80000000u, 0x00000007u, 0x7FC00000u})
+      for (int k = 0; k < 3; ++k) x[rng() % x.size()] = ln::float_of(bits);
+  return x;
+}
+
+struct Result {
+  std::vector<std::int8_t> q;
+  std::vector<float> step, sums;
+};
+
+enum class Kernel { cpu, three_pass, two_pass };
+
+Result run(Kernel k, const std::vector<float>& x, const Shape& s, float floor_x, bool sums) {
+  Result r{std::vector<std::int8_t>(s.rows * s.cols), std::vector<float>(s.cols), std::vector<float>(sums ? s.cols : 0)};
+  if (k == Kernel::cpu) {
+    lockstep::cpu::units::quantize_cols_i8(x.data(), s.rows, s.cols, floor_x, r.q.data(), r.step.data(), 2);
+    if (sums) lockstep::cpu::units::bias_gradient(x.data(), s.rows, s.cols, r.sums.data(), 2);
+    return r;
+  }
+  lc::DeviceBuffer<float> dx(x.size() > 0 ? x.size() : 1), step, dsums, scratch(lc::col_quantize_scratch(s.rows, s.cols));
+  if (!x.empty()) dx.upload(x);
+  lc::DeviceBuffer<std::int8_t> q(r.q.size() + 4);
+  step.assign(s.cols + 1, ln::float_of(0x7FC0DEADu));
+  dsums.assign(s.cols + 1, ln::float_of(0x7FC0DEADu));
+  if (k == Kernel::two_pass) {
+    lc::launch::col_quantize_i8_2p(dx.data(), s.rows, s.cols, floor_x, q.data(), step.data(), scratch.data(),
+                                   sums ? dsums.data() : nullptr);
+  } else {
+    lc::launch::col_quantize_i8(dx.data(), s.rows, s.cols, floor_x, q.data(), step.data(), scratch.data());
+    if (sums) lc::launch::column_sums(dx.data(), s.rows, s.cols, dsums.data());
+  }
+  lc::synchronize("col quant test");
+  const auto gq = q.download();
+  const auto gs = step.download(), gsum = dsums.download();
+  std::copy(gq.begin(), gq.begin() + static_cast<std::ptrdiff_t>(r.q.size()), r.q.begin());
+  std::copy(gs.begin(), gs.begin() + static_cast<std::ptrdiff_t>(s.cols), r.step.begin());
+  if (sums) std::copy(gsum.begin(), gsum.begin() + static_cast<std::ptrdiff_t>(s.cols), r.sums.begin());
+  EXPECT_EQ(ln::bits_of(gs[s.cols]), 0x7FC0DEADu) << "step written past its end";
+  EXPECT_EQ(ln::bits_of(gsum[s.cols]), 0x7FC0DEADu) << "sums written past their end";
+  return r;
+}
+
+// "" or the first difference; sums: any NaN matches any NaN (the payload is
+// not part of the contract, and the device's adds write their own).
+std::string differ(const Result& a, const Result& b) {
+  for (std::size_t i = 0; i < a.q.size(); ++i)
+    if (a.q[i] != b.q[i]) return "codes[" + std::to_string(i) + "]: " + std::to_string(a.q[i]) + " vs " + std::to_string(b.q[i]);
+  for (std::size_t i = 0; i < a.step.size(); ++i)
+    if (ln::bits_of(a.step[i]) != ln::bits_of(b.step[i])) return "step[" + std::to_string(i) + "]";
+  for (std::size_t i = 0; i < a.sums.size(); ++i)
+    if (ln::bits_of(a.sums[i]) != ln::bits_of(b.sums[i]) && !(a.sums[i] != a.sums[i] && b.sums[i] != b.sums[i]))
+      return "sums[" + std::to_string(i) + "]: " + std::to_string(a.sums[i]) + " vs " + std::to_string(b.sums[i]);
+  return "";
+}
+
+TEST(CudaColQuant, GateCasesPassAndAdmitTheTwoPassKernel) {
+  if (std::string why; !lc::available(&why)) GTEST_SKIP() << why;
+  lc::col_quantize_reset();
+  const auto cases = lc::gate::cases_of({"col_quant"});
+  ASSERT_GE(cases.size(), 40u);
+  for (const auto& o : lc::gate::run_gates(cases, {}))
+    EXPECT_EQ(o.difference, "") << o.kernel << " on " << o.shape << (o.poisoned ? " (dirty pass)" : "");
+  EXPECT_TRUE(lc::col_quantize_two_pass_admitted()) << lc::col_quantize_report();
+  std::printf("%s\n", lc::col_quantize_report().c_str());
+}
+
+// Ragged shapes (every block and chunk edge of both kernels), the floors of x
+// and dy, with and without specials and sums; and the GPT-2 124M shapes of the
+// unit backward (dy [16384, 768 | 2304 | 3072], x [16384, 768 | 3072],
+// W [2304 | 3072, 768], and the head's W [50304, 768]).
+TEST(CudaColQuant, TwoPassGivesTheThreePassAndTheCpuBits) {
+  if (std::string why; !lc::available(&why)) GTEST_SKIP() << why;
+  const std::vector<Shape> shapes = {{1, 1},      {2, 3},       {63, 65},      {64, 64},     {255, 7},
+                                     {256, 9},    {257, 31},    {511, 33},     {512, 32},    {513, 129},
+                                     {1023, 40},  {1025, 8},    {3001, 257},   {0, 5},       {16384, 768},
+                                     {16384, 2304}, {16384, 3072}, {2304, 768}, {3072, 768}, {50304, 768}};
+  std::uint64_t seed = 11;
+  for (const Shape& s : shapes)
+    for (const bool specials : {false, true})
+      for (const bool sums : {false, true}) {
+        if (s.rows * s.cols > 4000000 && specials) continue;  // the large shapes once, without specials
+        const float floor_x = sums ? ln::float_of(0x0D800000u) : 1e-8f;  // dy's 2^-100 where the sums are (bias)
+        const auto x = matrix(s, ++seed, specials);
+        const Result cpu = run(Kernel::cpu, x, s, floor_x, sums);
+        const Result three = run(Kernel::three_pass, x, s, floor_x, sums);
+        const Result two = run(Kernel::two_pass, x, s, floor_x, sums);
+        const std::string where = "rows " + std::to_string(s.rows) + " cols " + std::to_string(s.cols) +
+                                  (specials ? " specials" : "") + (sums ? " sums" : "");
+        EXPECT_EQ(differ(cpu, three), "") << "three-pass vs cpu, " << where;
+        EXPECT_EQ(differ(cpu, two), "") << "two-pass vs cpu, " << where;
+      }
+}
+
+// Each planted bug: caught by a gate case, the kernel refused, the engine's
+// dispatch on the three-pass kernel (the CPU's bits), the unit linear's op
+// gates still passing; with the mutant off the kernel is admitted again.
+TEST(CudaColQuant, EachMutantIsCaughtAndTheThreePassKernelServes) {
+  if (std::string why; !lc::available(&why)) GTEST_SKIP() << why;
+  const Shape s{1537, 77};
+  const auto x = matrix(s, 99, false);
+  const float floor_g = ln::float_of(0x0D800000u);
+  const Result cpu = run(Kernel::cpu, x, s, floor_g, true);
+  for (const lc::Mutant m : {lc::Mutant::col_quant_last_chunk_dropped, lc::Mutant::col_quant_sums_in_pairs}) {
+    ScopedMutant on(m);
+    lc::col_quantize_reset();
+    const auto outcomes = lc::gate::run_gates(lc::gate::cases_of({"col_quant"}), {});
+    std::size_t rejected = 0;
+    for (const auto& o : outcomes) rejected += o.difference.empty() ? 0 : 1;
+    EXPECT_GT(rejected, 0u) << lc::mutant_name(m) << ": no gate case saw it";
+    EXPECT_FALSE(lc::col_quantize_two_pass_admitted()) << lc::mutant_name(m);
+    std::printf("mutant '%s': %zu of %zu outcomes rejected; %s\n", std::string(lc::mutant_name(m)).c_str(), rejected,
+                outcomes.size(), lc::col_quantize_report().c_str());
+    // The dispatch: the three-pass kernel and launch::column_sums, the CPU's bits.
+    lc::DeviceBuffer<float> dx, step(s.cols), sums(s.cols), scratch(lc::col_quantize_scratch(s.rows, s.cols));
+    dx.upload(x);
+    lc::DeviceBuffer<std::int8_t> q(s.rows * s.cols);
+    lc::col_quantize(dx.data(), s.rows, s.cols, floor_g, q.data(), step.data(), scratch.data(), sums.data());
+    const Result got{q.download(), step.download(), sums.download()};
+    EXPECT_EQ(differ(cpu, got), "") << lc::mutant_name(m) << ": the dispatch did not fall back";
+    lc::gate::Options clean;
+    clean.dirty_pass = false;
+    for (const auto& o : lc::gate::run_gates(lc::gate::cases_of({"int8_linear"}), clean))
+      EXPECT_EQ(o.difference, "") << lc::mutant_name(m) << ": " << o.kernel << " on " << o.shape;
+  }
+  lc::col_quantize_reset();
+  EXPECT_TRUE(lc::col_quantize_two_pass_admitted()) << lc::col_quantize_report();
+}
+
+// The unit linear's op gates (the unit backward with bias: db from the fused
+// pass) pass under each kernel, forced.
+TEST(CudaColQuant, UnitLinearGatesPassUnderEitherKernel) {
+  if (std::string why; !lc::available(&why)) GTEST_SKIP() << why;
+  for (const int k : {0, 1}) {
+    lc::col_quantize_force(k);
+    for (const auto& o : lc::gate::run_gates(lc::gate::cases_of({"int8_linear"}), {}))
+      EXPECT_EQ(o.difference, "") << (k == 1 ? "two-pass: " : "three-pass: ") << o.kernel << " on " << o.shape;
+  }
+  lc::col_quantize_force(-1);
+}
+
+// Time per call at the GPT-2 124M shapes, both kernels (with the column sums:
+// the three-pass kernel plus launch::column_sums). Printed, not asserted.
+TEST(CudaColQuant, TimeAtGpt2Shapes) {
+  if (std::string why; !lc::available(&why)) GTEST_SKIP() << why;
+  for (const Shape& s : std::vector<Shape>{{16384, 768}, {16384, 2304}, {16384, 3072}, {2304, 768}, {16384, 50304}})
+    for (const bool sums : {false, true}) {
+      if (s.cols == 50304 && sums) continue;  // the head has no bias
+      lc::DeviceBuffer<float> dx(s.rows * s.cols), step(s.cols), dsums(s.cols), scratch(lc::col_quantize_scratch(s.rows, s.cols));
+      lc::fill_words(dx.data(), 0x3F8CCCCDu, dx.size());
+      lc::DeviceBuffer<std::int8_t> q(s.rows * s.cols);
+      double ms[2] = {0, 0};
+      for (int k = 0; k < 2; ++k) {
+        const auto call = [&] {
+          if (k == 1) {
+            lc::launch::col_quantize_i8_2p(dx.data(), s.rows, s.cols, 1e-8f, q.data(), step.data(), scratch.data(),
+                                           sums ? dsums.data() : nullptr);
+          } else {
+            lc::launch::col_quantize_i8(dx.data(), s.rows, s.cols, 1e-8f, q.data(), step.data(), scratch.data());
+            if (sums) lc::launch::column_sums(dx.data(), s.rows, s.cols, dsums.data());
+          }
+        };
+        call();
+        lc::synchronize();
+        constexpr int kReps = 20;
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int r = 0; r < kReps; ++r) call();
+        lc::synchronize();
+        ms[k] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / kReps;
+      }
+      const double bytes = 9.0 * static_cast<double>(s.rows * s.cols);  // two reads of x, one write of codes
+      std::printf("col quantize %zu x %zu%s: three-pass %.3f ms, two-pass %.3f ms (%.2f TB/s of 9 B/cell; floor at "
+                  "4.1 TB/s %.3f ms)\n",
+                  s.rows, s.cols, sums ? " + column sums" : "", ms[0], ms[1], bytes / (ms[1] * 1e-3) * 1e-12,
+                  bytes / 4.1e12 * 1e3);
+      EXPECT_GT(ms[1], 0.0);
+    }
+}
+
+}  // namespace
