@@ -41,6 +41,7 @@ const std::vector<Mutant>& all_mutants() {
       Mutant::layernorm_fused_mul_add,    Mutant::adamw_decay_every_tensor,   Mutant::clip_without_epsilon,
       Mutant::clip_scales_up,             Mutant::int8_dp4a_int16_accumulator, Mutant::int8_imma_k_tail_dropped,
       Mutant::int8_imma_last_column_skipped, Mutant::unit_attention_weights_round_down,
+      Mutant::lora_scale_add_fused,
   };
   return m;
 }
@@ -62,6 +63,7 @@ std::vector<lc::gate::Case> family_cases(Mutant m) {
     case Mutant::int8_imma_k_tail_dropped:
     case Mutant::int8_imma_last_column_skipped: return lc::gate::cases_of({"int8_gemm"});
     case Mutant::unit_attention_weights_round_down: return lc::gate::cases_of({"unit_attention"});
+    case Mutant::lora_scale_add_fused: return lc::gate::cases_of({"lora"});
     case Mutant::none: return lc::gate::all_cases();
   }
   return {};
@@ -76,7 +78,7 @@ struct ScopedMutant {
 // Every enumerator appears exactly once above (a new one must be added here:
 // the switch in family_cases has no default, so -Wswitch names it).
 TEST(CudaGateMutants, ListCoversTheEnum) {
-  EXPECT_EQ(all_mutants().size(), static_cast<std::size_t>(Mutant::unit_attention_weights_round_down));
+  EXPECT_EQ(all_mutants().size(), static_cast<std::size_t>(Mutant::lora_scale_add_fused));
 }
 
 TEST(CudaGateMutants, CleanKernelsPassEveryGate) {
@@ -408,6 +410,7 @@ INSTANTIATE_TEST_SUITE_P(AllMutants, CudaGateMutant, ::testing::ValuesIn(all_mut
                                return std::string("int8_imma_last_column_skipped");
                              case Mutant::unit_attention_weights_round_down:
                                return std::string("unit_attention_weights_round_down");
+                             case Mutant::lora_scale_add_fused: return std::string("lora_scale_add_fused");
                            }
                            return std::string("unknown");
                          });

@@ -105,23 +105,50 @@ class DeviceStorage {
     if (values) host_values_ = false;
   }
   void sync_device_values() {
+    reconcile();
     if (device_values_) return;
     for (std::size_t i = 0; i < host_.size(); ++i) device_[i].value.upload(host_[i].value);
     device_values_ = true;
   }
 
  private:
+  // The host list may have changed through params() since the device list was
+  // made: LoRA's adapter tensors appended, the base frozen (lora_params.hpp).
+  // The device list follows (a new or reshaped entry is allocated; its values
+  // come with the upload that follows any host write) before a pass reads it.
+  void reconcile() {
+    if (device_.size() > host_.size())
+      throw std::logic_error("the CUDA model: parameters were removed from its list (only appending is supported)");
+    for (std::size_t i = 0; i < host_.size(); ++i) {
+      if (i == device_.size()) device_.emplace_back();
+      DeviceParam& d = device_[i];
+      const Param& h = host_[i];
+      if (d.name != h.name || d.shape != h.shape || d.value.size() != h.value.size() ||
+          d.grad.size() != h.grad.size()) {
+        d.name = h.name;
+        d.shape = h.shape;
+        d.value.resize(h.value.size());
+        d.grad.resize(h.grad.size());
+        device_values_ = device_grads_ = false;
+      }
+      d.decay = h.decay;
+      d.trainable = h.trainable;
+    }
+  }
   void upload_grads() {
-    for (std::size_t i = 0; i < host_.size(); ++i)
+    for (std::size_t i = 0; i < device_.size(); ++i)
       if (host_[i].trainable) device_[i].grad.upload(host_[i].grad);
   }
+  // Entries the host appended since the last pass are the host's newest (the
+  // device has none of them yet).
   void sync_host() const {
+    const std::size_t n = std::min(host_.size(), device_.size());
     if (!host_values_) {
-      for (std::size_t i = 0; i < host_.size(); ++i) device_[i].value.download(host_[i].value.data());
+      for (std::size_t i = 0; i < n; ++i) device_[i].value.download(host_[i].value.data());
       host_values_ = true;
     }
     if (!host_grads_) {
-      for (std::size_t i = 0; i < host_.size(); ++i)
+      for (std::size_t i = 0; i < n; ++i)
         if (host_[i].trainable) device_[i].grad.download(host_[i].grad.data());
       host_grads_ = true;
     }
@@ -344,6 +371,7 @@ class CudaModel final : public KernelModel<cuda::OpKernels, DeviceStorage>, publ
                                               inputs.size(), targets.size(), micro * A));
     require_runnable_params();
     storage_.sync_device_values();
+    require_table_current();
     step_inputs_ = inputs;
     step_targets_ = targets;
     step_batch_ = batch;
@@ -415,6 +443,7 @@ class CudaModel final : public KernelModel<cuda::OpKernels, DeviceStorage>, publ
 
   // --- the optimizer on the device -------------------------------------------
   void set_moments(const std::vector<std::vector<float>>& m, const std::vector<std::vector<float>>& v) override {
+    require_table_current();
     if (m.size() != params_.size() || v.size() != params_.size())
       throw std::invalid_argument("set_moments: one moment vector per parameter expected");
     for (std::size_t i = 0; i < params_.size(); ++i) {
@@ -426,6 +455,7 @@ class CudaModel final : public KernelModel<cuda::OpKernels, DeviceStorage>, publ
     }
   }
   void get_moments(std::vector<std::vector<float>>& m, std::vector<std::vector<float>>& v) const override {
+    require_table_current();
     m.resize(params_.size());
     v.resize(params_.size());
     for (std::size_t i = 0; i < params_.size(); ++i) {
@@ -476,9 +506,23 @@ class CudaModel final : public KernelModel<cuda::OpKernels, DeviceStorage>, publ
     throw std::runtime_error(fmt::format("gradient norm overflowed to {}: the step is refused", norm));
   }
 
+  // The device step updates the tensors its table names: a parameter list
+  // changed since (LoRA's adapters appended, the base frozen) is refused, not
+  // half-updated. LoRA finetuning (train/finetune.hpp) runs its own optimizer
+  // on the host view instead.
+  void require_table_current() const {
+    bool same = table_trainable_.size() == params_.size();
+    for (std::size_t i = 0; same && i < params_.size(); ++i) same = table_trainable_[i] == params_[i].trainable;
+    if (!same)
+      throw std::logic_error("the CUDA model's device step: its parameter list changed after construction (adapter "
+                             "tensors added or parameters frozen); the step's tables name the original list");
+  }
+
   // The optimizer kernels' table of trainable tensors (device pointers never
   // move: the buffers are sized once, here).
   void build_table() {
+    table_trainable_.clear();
+    for (const Param& p : params_) table_trainable_.push_back(p.trainable);
     std::vector<launch::TensorSlot> t;
     std::size_t chunk = 0;
     for (std::size_t i = 0; i < params_.size(); ++i) {
@@ -504,6 +548,7 @@ class CudaModel final : public KernelModel<cuda::OpKernels, DeviceStorage>, publ
   // squares and their chunk partials, the control block, the micro-batch losses.
   cuda::DeviceBuffer<launch::TensorSlot> table_;
   std::vector<std::size_t> slots_;  // table row -> parameter index
+  std::vector<bool> table_trainable_;  // the trainable flags the table was built for
   std::size_t table_count_ = 0, total_chunks_ = 0, max_n_ = 0;
   cuda::DeviceBuffer<float> norms_, partials_, control_, losses_;
   // The staged step's batch (stage_batch .. finish).

@@ -283,7 +283,9 @@ FinetuneReport finetune(model::Model& model, const std::vector<data::SftExample>
       model.set_lora(lora_run(cfg, true, step));
       const float loss = model.forward_backward(b.inputs, b.targets, b.batch, b.seq, false, threads);
       if (!std::isfinite(loss)) throw std::runtime_error(fmt::format("finetune: the loss at step {} is {}", step + 1, loss));
-      auto slots = adapter_slots(ps, mo);
+      // params() again, not `ps`: a device model brings its host view's
+      // gradients up to date here and uploads the update before its next pass.
+      auto slots = adapter_slots(model.params(), mo);
       const float norm = clip_grad_norm(slots, static_cast<float>(cfg.grad_clip), threads);
       adamw_step(slots, adamw_scalars(adamw, lr, step + 1), threads);
       ++step;

@@ -77,7 +77,8 @@ std::int64_t finetune_steps(const FinetuneConfig& cfg, std::size_t records);
 std::uint64_t adapter_hash(const model::Model& model);
 
 // Adds the adapter tensors to `model` (its parameters must be the base's,
-// F32, on a model that runs LoRA: the CPU model), then trains them.
+// F32, on a model that runs LoRA: the CPU or the CUDA model — the same bits),
+// then trains them.
 FinetuneReport finetune(model::Model& model, const std::vector<data::SftExample>& data, const FinetuneConfig& cfg,
                         const std::string& out, const FinetuneIo& io = {});
 

@@ -54,8 +54,10 @@ std::vector<Case> train_cases();
 // The int8 GEMM's implementations (gate_int8.cpp, Case::op "int8_gemm"): each
 // against ops::int8_matmul_nt on ragged shapes, extreme codes and K = 131071.
 std::vector<Case> int8_cases();
+// The LoRA branch's glue (gate_lora.cpp, Case::op "lora"): lora.cu against ops/lora_glue.hpp.
+std::vector<Case> lora_cases();
 // Every case in one list: int8_cases(), every op of ops::ModelOps and
-// add_into (gate_driver.cpp), then train_cases().
+// add_into (gate_driver.cpp), lora_cases(), then train_cases().
 std::vector<Case> all_cases();
 // The cases of the named ops (Case::op: "linear", "attention", "add_into", ...).
 std::vector<Case> cases_of(std::initializer_list<std::string_view> ops);

@@ -25,6 +25,7 @@ std::string_view mutant_name(Mutant m) {
     case Mutant::int8_imma_k_tail_dropped: return "int8 gemm imma: ragged-K tail tile dropped";
     case Mutant::int8_imma_last_column_skipped: return "int8 gemm imma: odd M's last column not stored";
     case Mutant::unit_attention_weights_round_down: return "unit attention: weight codes rounded down (+ 0.5 dropped)";
+    case Mutant::lora_scale_add_fused: return "lora: y + u*s as fma(u, s, y)";
   }
   return "?";
 }

@@ -25,6 +25,7 @@ enum class Mutant {
   int8_imma_k_tail_dropped,     // the IMMA int8 GEMM's k tiles rounded down: a ragged K loses its tail
   int8_imma_last_column_skipped,  // the IMMA int8 GEMM does not store an odd M's last column
   unit_attention_weights_round_down,  // the unit attention's weight codes floor(u·inv), the + 0.5 dropped (unit_attention.cu)
+  lora_scale_add_fused,        // LoRA's y + u·s as fma(u, s, y): one rounding where the spec has two (lora.cu)
 };
 
 void set_mutant(Mutant m);
