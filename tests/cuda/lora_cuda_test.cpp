@@ -147,8 +147,8 @@ TEST(CudaLora, AShortFinetuneEndsOnTheCpuAdapterHash) {
       std::printf("%s dropout %.2f: adapter cpu %016llx gpu %016llx\n", name, dropout,
                   static_cast<unsigned long long>(hc), static_cast<unsigned long long>(hg));
       EXPECT_EQ(hc, hg) << tag;
-      // The frozen base is bit-unchanged (in the host view, which every pass
-      // uploads: the engine writes no parameter value on the device).
+      // The frozen base is bit-unchanged: the host view is downloaded from
+      // the device here (its step stages updated the adapters there).
       const auto& after = static_cast<const m::Model&>(*gpu).params();
       for (std::size_t i = 0; i < base.size(); ++i)
         EXPECT_EQ(differing(base[i].value, after[i].value), 0u) << tag << " " << base[i].name << " moved";

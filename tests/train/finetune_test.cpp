@@ -15,7 +15,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lockstep/data/corpus.hpp"
@@ -27,6 +30,7 @@
 #include "lockstep/tok/tokenizer.hpp"
 #include "lockstep/train/finetune.hpp"
 #include "lockstep/train/optim.hpp"
+#include "lockstep/train/step.hpp"
 
 #include "facts_fixture.hpp"
 
@@ -190,6 +194,72 @@ TEST(Finetune, ResumeIsBitExact) {
   for (std::size_t i = 0; i < la.size(); ++i) ASSERT_EQ(lockstep::num::bits_of(la[i]), lockstep::num::bits_of(le[i]));
   fs::remove_all(d1);
   fs::remove_all(d2);
+}
+
+// A CPU model that offers step stages (the trainer's host stages over
+// itself), as the CUDA model offers its device's: finetune then runs its steps
+// through train::run_step, the path it takes on the CUDA model.
+class StagedCpuModel final : public m::Model {
+ public:
+  explicit StagedCpuModel(const m::ModelConfig& cfg) : inner_(m::make_cpu_model(cfg)), stages_(*inner_, opt_) {}
+  const m::ModelConfig& config() const override { return inner_->config(); }
+  std::vector<m::Param>& params() override { return inner_->params(); }
+  const std::vector<m::Param>& params() const override { return std::as_const(*inner_).params(); }
+  void init(std::uint64_t seed) override { inner_->init(seed); }
+  float forward_backward(std::span<const std::int32_t> in, std::span<const std::int32_t> tg, std::int64_t b,
+                         std::int64_t s, bool acc, int threads) override {
+    return inner_->forward_backward(in, tg, b, s, acc, threads);
+  }
+  float loss(std::span<const std::int32_t> in, std::span<const std::int32_t> tg, std::int64_t b, std::int64_t s,
+             int threads) override {
+    return inner_->loss(in, tg, b, s, threads);
+  }
+  std::vector<float> next_logits(std::span<const std::int32_t> t, int threads) override {
+    return inner_->next_logits(t, threads);
+  }
+  void set_recompute(bool r) override { inner_->set_recompute(r); }
+  void set_lora(const m::LoraRun& run) override { inner_->set_lora(run); }
+  m::StepStages* step_stages() override {
+    ++stage_calls;
+    return &stages_;
+  }
+  int stage_calls = 0;
+
+ private:
+  std::unique_ptr<m::Model> inner_;
+  tr::OptimizerState opt_;
+  tr::HostStepStages stages_;
+};
+
+TEST(Finetune, TheStepStagesPathEndsOnTheHostLoopsBits) {
+  ByteTokenizer tok;
+  const auto data = dt::parse_sft_jsonl(facts_jsonl(), "facts.jsonl", tok);
+  auto cfg = facts_config();
+  cfg.steps = 8;
+  cfg.save_every = 3;
+  const auto d1 = temp_dir("host_loop"), d2 = temp_dir("stages"), d3 = temp_dir("stages_resumed");
+  auto a = m::make_cpu_model(m::preset("llama-micro"));
+  a->init(3);
+  const auto host = tr::finetune(*a, data, cfg, d1.string());
+  StagedCpuModel b(m::preset("llama-micro"));
+  b.init(3);
+  const auto staged = tr::finetune(b, data, cfg, d2.string());
+  EXPECT_GT(b.stage_calls, 0);
+  EXPECT_EQ(staged.adapter_hash, host.adapter_hash);
+  // Stopped and resumed on the stages: the moments go over and come back.
+  StagedCpuModel c(m::preset("llama-micro"));
+  c.init(3);
+  tr::FinetuneIo stop;
+  stop.stop_after = 5;
+  tr::finetune(c, data, cfg, d3.string(), stop);
+  StagedCpuModel d(m::preset("llama-micro"));
+  d.init(3);
+  tr::FinetuneIo resume;
+  resume.resume = true;
+  EXPECT_EQ(tr::finetune(d, data, cfg, d3.string(), resume).adapter_hash, host.adapter_hash);
+  fs::remove_all(d1);
+  fs::remove_all(d2);
+  fs::remove_all(d3);
 }
 
 }  // namespace

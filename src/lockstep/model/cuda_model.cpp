@@ -371,7 +371,7 @@ class CudaModel final : public KernelModel<cuda::OpKernels, DeviceStorage>, publ
                                               inputs.size(), targets.size(), micro * A));
     require_runnable_params();
     storage_.sync_device_values();
-    require_table_current();
+    ensure_table_current();
     step_inputs_ = inputs;
     step_targets_ = targets;
     step_batch_ = batch;
@@ -443,7 +443,8 @@ class CudaModel final : public KernelModel<cuda::OpKernels, DeviceStorage>, publ
 
   // --- the optimizer on the device -------------------------------------------
   void set_moments(const std::vector<std::vector<float>>& m, const std::vector<std::vector<float>>& v) override {
-    require_table_current();
+    storage_.sync_device_values();
+    ensure_table_current();
     if (m.size() != params_.size() || v.size() != params_.size())
       throw std::invalid_argument("set_moments: one moment vector per parameter expected");
     for (std::size_t i = 0; i < params_.size(); ++i) {
@@ -506,23 +507,48 @@ class CudaModel final : public KernelModel<cuda::OpKernels, DeviceStorage>, publ
     throw std::runtime_error(fmt::format("gradient norm overflowed to {}: the step is refused", norm));
   }
 
-  // The device step updates the tensors its table names: a parameter list
-  // changed since (LoRA's adapters appended, the base frozen) is refused, not
-  // half-updated. LoRA finetuning (train/finetune.hpp) runs its own optimizer
-  // on the host view instead.
+  // What the optimizer table was built for: per parameter, trainable and decay.
+  std::vector<int> table_key() const {
+    std::vector<int> k;
+    for (const Param& p : params_) k.push_back((p.trainable ? 2 : 0) + (p.decay ? 1 : 0));
+    return k;
+  }
+  // The moments are read only against the list the table was built for.
   void require_table_current() const {
-    bool same = table_trainable_.size() == params_.size();
-    for (std::size_t i = 0; same && i < params_.size(); ++i) same = table_trainable_[i] == params_[i].trainable;
-    if (!same)
-      throw std::logic_error("the CUDA model's device step: its parameter list changed after construction (adapter "
-                             "tensors added or parameters frozen); the step's tables name the original list");
+    if (table_key() != table_key_)
+      throw std::logic_error("the CUDA model's moments: its parameter list changed since its last step (adapter "
+                             "tensors added or parameters frozen); a step or set_moments rebuilds the tables first");
+  }
+  // A parameter list changed through params() since the table was built
+  // (LoRA's adapter tensors appended and the base frozen, lora_params.hpp; the
+  // device list is reconciled before this, DeviceStorage::sync_device_values):
+  // the moments follow (a tensor that stays trainable keeps them, a new one
+  // starts at zero, a frozen one has none) and the table is built again.
+  void ensure_table_current() {
+    if (table_key() == table_key_) return;
+    m_.resize(params_.size());
+    v_.resize(params_.size());
+    for (std::size_t i = 0; i < params_.size(); ++i) {
+      const std::size_t n = params_[i].trainable ? params_[i].value.size() : 0;
+      if (m_[i].size() == n && v_[i].size() == n) continue;
+      if (n == 0) {
+        cuda::DeviceBuffer<float>().swap(m_[i]);
+        cuda::DeviceBuffer<float>().swap(v_[i]);
+      } else {
+        m_[i].assign(n, 0.0f);
+        v_[i].assign(n, 0.0f);
+      }
+    }
+    build_table();
   }
 
   // The optimizer kernels' table of trainable tensors (device pointers never
-  // move: the buffers are sized once, here).
+  // move: the buffers are sized once, here, or when the list changes:
+  // ensure_table_current).
   void build_table() {
-    table_trainable_.clear();
-    for (const Param& p : params_) table_trainable_.push_back(p.trainable);
+    table_key_ = table_key();
+    slots_.clear();
+    max_n_ = 0;
     std::vector<launch::TensorSlot> t;
     std::size_t chunk = 0;
     for (std::size_t i = 0; i < params_.size(); ++i) {
@@ -548,7 +574,7 @@ class CudaModel final : public KernelModel<cuda::OpKernels, DeviceStorage>, publ
   // squares and their chunk partials, the control block, the micro-batch losses.
   cuda::DeviceBuffer<launch::TensorSlot> table_;
   std::vector<std::size_t> slots_;  // table row -> parameter index
-  std::vector<bool> table_trainable_;  // the trainable flags the table was built for
+  std::vector<int> table_key_;  // table_key() when the table was built
   std::size_t table_count_ = 0, total_chunks_ = 0, max_n_ = 0;
   cuda::DeviceBuffer<float> norms_, partials_, control_, losses_;
   // The staged step's batch (stage_batch .. finish).
