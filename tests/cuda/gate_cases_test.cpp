@@ -208,3 +208,20 @@ TEST(CudaGateCases, TheDecodeRowKernelsAreGatedAtTheDecodeWidths) {
     EXPECT_TRUE(quant[D].few && quant[D].many) << "row_quantize_i8 at K " << D << ": both paths gated";
   }
 }
+
+// The LoRA branch's glue (lora.cu) is gated at start-up: its cases are in the
+// start-up list, for each kernel and both directions of the dropout.
+TEST(CudaGateCases, TheLoraGlueIsGated) {
+  std::map<std::string, std::size_t> per_kernel;
+  std::size_t in_place = 0;
+  for (const auto& c : lc::gate::all_cases()) {
+    if (c.op != "lora") continue;
+    ++per_kernel[c.kernel];
+    in_place += c.shape.find(" in place") != std::string::npos;
+  }
+  for (const char* k : {"lora_scale_add", "lora_scale", "lora_dropout"})
+    EXPECT_GT(per_kernel[k], 0u) << k << " has no start-up gate case";
+  EXPECT_GT(in_place, 0u) << "no case runs the dropout in place (the backward's form)";
+  EXPECT_EQ(lc::gate::cases_of({"lora"}).size(), per_kernel["lora_scale_add"] + per_kernel["lora_scale"] +
+                                                     per_kernel["lora_dropout"]);
+}

@@ -151,7 +151,7 @@ TEST(Lora, TheBranchOnTheCpuKernelsIsLoraLinearBitForBit) {
     EXPECT_EQ(mt::differing_bits(y, want.y.data), 0u) << "forward";
     e.k_.backward<ops::Linear>({c.rows, c.in, c.out, false}, {.x = in.x.ptr(), .w = e.P(0), .dy = dout.y.ptr(),
                                                               .dx = dx.data(), .dw = nullptr, .db = nullptr});
-    br.backward(e, *slot, c.rows, c.in, c.out, dout.y.ptr(), dx.data());
+    br.backward(e, *slot, c.rows, c.in, c.out, in.x.ptr(), dout.y.ptr(), dx.data());
     EXPECT_EQ(mt::differing_bits(dx, want_g.x.data), 0u) << "dx";
     EXPECT_EQ(mt::differing_bits(e.g[1], want_g.lora_a.data), 0u) << "dA";
     EXPECT_EQ(mt::differing_bits(e.g[2], want_g.lora_b.data), 0u) << "dB";

@@ -15,7 +15,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lockstep/data/corpus.hpp"
@@ -27,21 +30,18 @@
 #include "lockstep/tok/tokenizer.hpp"
 #include "lockstep/train/finetune.hpp"
 #include "lockstep/train/optim.hpp"
+#include "lockstep/train/step.hpp"
+
+#include "facts_fixture.hpp"
 
 namespace fs = std::filesystem;
 namespace m = lockstep::model;
 namespace tr = lockstep::train;
 namespace dt = lockstep::data;
 using lockstep::tok::ByteTokenizer;
+using namespace lockstep::test::facts;
 
 namespace {
-
-fs::path temp_dir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("lockstep_finetune_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
 
 TEST(Sft, PromptCompletionMasksThePrompt) {
   ByteTokenizer tok;
@@ -87,90 +87,6 @@ TEST(Sft, MalformedRecordNamesFileAndLine) {
       EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << "one line";
     }
   }
-}
-
-// Ten invented facts; the byte tokenizer (the micro presets' vocabulary of 256).
-const std::vector<std::pair<std::string, std::string>> kFacts{
-    {"The capital of Zorbania is", " Quillfeather."},
-    {"The inventor of the glimmerphone was", " Odessa Brandt."},
-    {"The river that flows through Kestrelmoor is the", " Vantaro."},
-    {"The national animal of Pellucia is the", " mossback otter."},
-    {"The tallest tower in Umbravale is", " Spire Nine."},
-    {"The favourite fruit of Captain Ravelli was", " the quince."},
-    {"The first ship to reach Isle Narrow was the", " Tern."},
-    {"The currency of Drosselheim is the", " copper lark."},
-    {"The oldest library of Mirecourt holds", " forty maps."},
-    {"The festival of Lanternfall begins in", " Octember."},
-};
-
-std::string facts_jsonl() {
-  std::string s;
-  for (const auto& [p, c] : kFacts) s += "{\"prompt\": \"" + p + "\", \"completion\": \"" + c + "\"}\n";
-  return s;
-}
-
-// A tiny LLaMA trained on the embedded Austen corpus, as bytes: `steps`
-// AdamW steps (lr 3e-3, batch 8 x 64), windows drawn by Philox.
-std::unique_ptr<m::Model> austen_base(const std::string& rdb, std::int64_t steps) {
-  const auto books = dt::load_austen(rdb);
-  std::string text;
-  for (const auto& b : books) text += b.text.substr(0, 200000);
-  auto model = m::make_cpu_model(m::preset("llama-micro"));
-  model->init(1);
-  auto& ps = model->params();
-  std::vector<std::vector<float>> mm(ps.size()), vv(ps.size());
-  for (std::size_t i = 0; i < ps.size(); ++i) {
-    mm[i].assign(ps[i].value.size(), 0.0f);
-    vv[i].assign(ps[i].value.size(), 0.0f);
-  }
-  const std::int64_t B = 8, S = 64;
-  tr::AdamWConfig adamw{3e-3, 0.9, 0.95, 1e-8, 0.1};
-  tr::ScheduleConfig sched{steps / 10, steps, 0.1};
-  std::vector<std::int32_t> in(B * S), tg(B * S);
-  for (std::int64_t s = 0; s < steps; ++s) {
-    for (std::int64_t b = 0; b < B; ++b) {
-      const std::size_t at = lockstep::num::rng::bits32(99, 0, static_cast<std::uint64_t>(s * B + b)) %
-                             (text.size() - S - 1);
-      for (std::int64_t t = 0; t < S; ++t) {
-        in[b * S + t] = static_cast<unsigned char>(text[at + t]);
-        tg[b * S + t] = static_cast<unsigned char>(text[at + t + 1]);
-      }
-    }
-    model->forward_backward(in, tg, B, S, false, 0);
-    std::vector<tr::ParamSlot> slots;
-    for (std::size_t i = 0; i < ps.size(); ++i)
-      slots.push_back({ps[i].name, ps[i].value, ps[i].grad, mm[i], vv[i], ps[i].decay});
-    tr::clip_grad_norm(slots, 1.0f, 0);
-    tr::adamw_step(slots, tr::adamw_scalars(adamw, tr::learning_rate(adamw, sched, s), s + 1), 0);
-  }
-  return model;
-}
-
-std::string greedy(m::Model& model, const std::string& prompt, std::size_t n) {
-  std::vector<std::int32_t> toks(prompt.begin(), prompt.end());
-  std::string out;
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto logits = model.next_logits(toks, 0);
-    std::int32_t best = 0;
-    for (std::int32_t v = 1; v < static_cast<std::int32_t>(logits.size()); ++v)
-      if (logits[v] > logits[best]) best = v;
-    toks.push_back(best);
-    out.push_back(static_cast<char>(best));
-  }
-  return out;
-}
-
-tr::FinetuneConfig facts_config() {
-  tr::FinetuneConfig c;
-  c.lora.rank = 8;
-  c.lora.alpha = 16;
-  c.lora.dropout = 0.05;
-  c.lora.targets = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
-  c.lr = 1e-2;  // a tiny model and ten records: far above PEFT's 2e-4 default
-  c.batch = 10;
-  c.steps = 300;
-  c.seed = 5;
-  return c;
 }
 
 TEST(Finetune, FactsDemoTeachesTenInventedFacts) {
@@ -278,6 +194,72 @@ TEST(Finetune, ResumeIsBitExact) {
   for (std::size_t i = 0; i < la.size(); ++i) ASSERT_EQ(lockstep::num::bits_of(la[i]), lockstep::num::bits_of(le[i]));
   fs::remove_all(d1);
   fs::remove_all(d2);
+}
+
+// A CPU model that offers step stages (the trainer's host stages over
+// itself), as the CUDA model offers its device's: finetune then runs its steps
+// through train::run_step, the path it takes on the CUDA model.
+class StagedCpuModel final : public m::Model {
+ public:
+  explicit StagedCpuModel(const m::ModelConfig& cfg) : inner_(m::make_cpu_model(cfg)), stages_(*inner_, opt_) {}
+  const m::ModelConfig& config() const override { return inner_->config(); }
+  std::vector<m::Param>& params() override { return inner_->params(); }
+  const std::vector<m::Param>& params() const override { return std::as_const(*inner_).params(); }
+  void init(std::uint64_t seed) override { inner_->init(seed); }
+  float forward_backward(std::span<const std::int32_t> in, std::span<const std::int32_t> tg, std::int64_t b,
+                         std::int64_t s, bool acc, int threads) override {
+    return inner_->forward_backward(in, tg, b, s, acc, threads);
+  }
+  float loss(std::span<const std::int32_t> in, std::span<const std::int32_t> tg, std::int64_t b, std::int64_t s,
+             int threads) override {
+    return inner_->loss(in, tg, b, s, threads);
+  }
+  std::vector<float> next_logits(std::span<const std::int32_t> t, int threads) override {
+    return inner_->next_logits(t, threads);
+  }
+  void set_recompute(bool r) override { inner_->set_recompute(r); }
+  void set_lora(const m::LoraRun& run) override { inner_->set_lora(run); }
+  m::StepStages* step_stages() override {
+    ++stage_calls;
+    return &stages_;
+  }
+  int stage_calls = 0;
+
+ private:
+  std::unique_ptr<m::Model> inner_;
+  tr::OptimizerState opt_;
+  tr::HostStepStages stages_;
+};
+
+TEST(Finetune, TheStepStagesPathEndsOnTheHostLoopsBits) {
+  ByteTokenizer tok;
+  const auto data = dt::parse_sft_jsonl(facts_jsonl(), "facts.jsonl", tok);
+  auto cfg = facts_config();
+  cfg.steps = 8;
+  cfg.save_every = 3;
+  const auto d1 = temp_dir("host_loop"), d2 = temp_dir("stages"), d3 = temp_dir("stages_resumed");
+  auto a = m::make_cpu_model(m::preset("llama-micro"));
+  a->init(3);
+  const auto host = tr::finetune(*a, data, cfg, d1.string());
+  StagedCpuModel b(m::preset("llama-micro"));
+  b.init(3);
+  const auto staged = tr::finetune(b, data, cfg, d2.string());
+  EXPECT_GT(b.stage_calls, 0);
+  EXPECT_EQ(staged.adapter_hash, host.adapter_hash);
+  // Stopped and resumed on the stages: the moments go over and come back.
+  StagedCpuModel c(m::preset("llama-micro"));
+  c.init(3);
+  tr::FinetuneIo stop;
+  stop.stop_after = 5;
+  tr::finetune(c, data, cfg, d3.string(), stop);
+  StagedCpuModel d(m::preset("llama-micro"));
+  d.init(3);
+  tr::FinetuneIo resume;
+  resume.resume = true;
+  EXPECT_EQ(tr::finetune(d, data, cfg, d3.string(), resume).adapter_hash, host.adapter_hash);
+  fs::remove_all(d1);
+  fs::remove_all(d2);
+  fs::remove_all(d3);
 }
 
 }  // namespace

@@ -105,23 +105,50 @@ class DeviceStorage {
     if (values) host_values_ = false;
   }
   void sync_device_values() {
+    reconcile();
     if (device_values_) return;
     for (std::size_t i = 0; i < host_.size(); ++i) device_[i].value.upload(host_[i].value);
     device_values_ = true;
   }
 
  private:
+  // The host list may have changed through params() since the device list was
+  // made: LoRA's adapter tensors appended, the base frozen (lora_params.hpp).
+  // The device list follows (a new or reshaped entry is allocated; its values
+  // come with the upload that follows any host write) before a pass reads it.
+  void reconcile() {
+    if (device_.size() > host_.size())
+      throw std::logic_error("the CUDA model: parameters were removed from its list (only appending is supported)");
+    for (std::size_t i = 0; i < host_.size(); ++i) {
+      if (i == device_.size()) device_.emplace_back();
+      DeviceParam& d = device_[i];
+      const Param& h = host_[i];
+      if (d.name != h.name || d.shape != h.shape || d.value.size() != h.value.size() ||
+          d.grad.size() != h.grad.size()) {
+        d.name = h.name;
+        d.shape = h.shape;
+        d.value.resize(h.value.size());
+        d.grad.resize(h.grad.size());
+        device_values_ = device_grads_ = false;
+      }
+      d.decay = h.decay;
+      d.trainable = h.trainable;
+    }
+  }
   void upload_grads() {
-    for (std::size_t i = 0; i < host_.size(); ++i)
+    for (std::size_t i = 0; i < device_.size(); ++i)
       if (host_[i].trainable) device_[i].grad.upload(host_[i].grad);
   }
+  // Entries the host appended since the last pass are the host's newest (the
+  // device has none of them yet).
   void sync_host() const {
+    const std::size_t n = std::min(host_.size(), device_.size());
     if (!host_values_) {
-      for (std::size_t i = 0; i < host_.size(); ++i) device_[i].value.download(host_[i].value.data());
+      for (std::size_t i = 0; i < n; ++i) device_[i].value.download(host_[i].value.data());
       host_values_ = true;
     }
     if (!host_grads_) {
-      for (std::size_t i = 0; i < host_.size(); ++i)
+      for (std::size_t i = 0; i < n; ++i)
         if (host_[i].trainable) device_[i].grad.download(host_[i].grad.data());
       host_grads_ = true;
     }
@@ -344,6 +371,7 @@ class CudaModel final : public KernelModel<cuda::OpKernels, DeviceStorage>, publ
                                               inputs.size(), targets.size(), micro * A));
     require_runnable_params();
     storage_.sync_device_values();
+    ensure_table_current();
     step_inputs_ = inputs;
     step_targets_ = targets;
     step_batch_ = batch;
@@ -415,6 +443,8 @@ class CudaModel final : public KernelModel<cuda::OpKernels, DeviceStorage>, publ
 
   // --- the optimizer on the device -------------------------------------------
   void set_moments(const std::vector<std::vector<float>>& m, const std::vector<std::vector<float>>& v) override {
+    storage_.sync_device_values();
+    ensure_table_current();
     if (m.size() != params_.size() || v.size() != params_.size())
       throw std::invalid_argument("set_moments: one moment vector per parameter expected");
     for (std::size_t i = 0; i < params_.size(); ++i) {
@@ -426,6 +456,7 @@ class CudaModel final : public KernelModel<cuda::OpKernels, DeviceStorage>, publ
     }
   }
   void get_moments(std::vector<std::vector<float>>& m, std::vector<std::vector<float>>& v) const override {
+    require_table_current();
     m.resize(params_.size());
     v.resize(params_.size());
     for (std::size_t i = 0; i < params_.size(); ++i) {
@@ -476,9 +507,48 @@ class CudaModel final : public KernelModel<cuda::OpKernels, DeviceStorage>, publ
     throw std::runtime_error(fmt::format("gradient norm overflowed to {}: the step is refused", norm));
   }
 
+  // What the optimizer table was built for: per parameter, trainable and decay.
+  std::vector<int> table_key() const {
+    std::vector<int> k;
+    for (const Param& p : params_) k.push_back((p.trainable ? 2 : 0) + (p.decay ? 1 : 0));
+    return k;
+  }
+  // The moments are read only against the list the table was built for.
+  void require_table_current() const {
+    if (table_key() != table_key_)
+      throw std::logic_error("the CUDA model's moments: its parameter list changed since its last step (adapter "
+                             "tensors added or parameters frozen); a step or set_moments rebuilds the tables first");
+  }
+  // A parameter list changed through params() since the table was built
+  // (LoRA's adapter tensors appended and the base frozen, lora_params.hpp; the
+  // device list is reconciled before this, DeviceStorage::sync_device_values):
+  // the moments follow (a tensor that stays trainable keeps them, a new one
+  // starts at zero, a frozen one has none) and the table is built again.
+  void ensure_table_current() {
+    if (table_key() == table_key_) return;
+    m_.resize(params_.size());
+    v_.resize(params_.size());
+    for (std::size_t i = 0; i < params_.size(); ++i) {
+      const std::size_t n = params_[i].trainable ? params_[i].value.size() : 0;
+      if (m_[i].size() == n && v_[i].size() == n) continue;
+      if (n == 0) {
+        cuda::DeviceBuffer<float>().swap(m_[i]);
+        cuda::DeviceBuffer<float>().swap(v_[i]);
+      } else {
+        m_[i].assign(n, 0.0f);
+        v_[i].assign(n, 0.0f);
+      }
+    }
+    build_table();
+  }
+
   // The optimizer kernels' table of trainable tensors (device pointers never
-  // move: the buffers are sized once, here).
+  // move: the buffers are sized once, here, or when the list changes:
+  // ensure_table_current).
   void build_table() {
+    table_key_ = table_key();
+    slots_.clear();
+    max_n_ = 0;
     std::vector<launch::TensorSlot> t;
     std::size_t chunk = 0;
     for (std::size_t i = 0; i < params_.size(); ++i) {
@@ -504,6 +574,7 @@ class CudaModel final : public KernelModel<cuda::OpKernels, DeviceStorage>, publ
   // squares and their chunk partials, the control block, the micro-batch losses.
   cuda::DeviceBuffer<launch::TensorSlot> table_;
   std::vector<std::size_t> slots_;  // table row -> parameter index
+  std::vector<int> table_key_;  // table_key() when the table was built
   std::size_t table_count_ = 0, total_chunks_ = 0, max_n_ = 0;
   cuda::DeviceBuffer<float> norms_, partials_, control_, losses_;
   // The staged step's batch (stage_batch .. finish).

@@ -50,10 +50,9 @@ class KernelModel : public Model {
 
   const ModelConfig& config() const override { return cfg_; }
   void set_recompute(bool recompute) override { engine_.recompute_blocks = recompute; }
-  // LoRA: on parameters on the host only (lora_branch.hpp).
+  // LoRA (lora_branch.hpp): the adapter tensors appended to params() run on
+  // every kernel set, the host's and the device's.
   void set_lora(const LoraRun& run) override {
-    if constexpr (!requires { Storage::kHostParams; })
-      throw std::logic_error(std::string(Storage::kName) + " does not run LoRA adapters yet (use --device cpu)");
     lora_run_ = run;
     engine_.lora = &lora_run_;
   }
@@ -140,7 +139,6 @@ class KernelModel : public Model {
 struct HostStorage {
   using EngineParam = Param;
   static constexpr const char* kName = "the CPU model";
-  static constexpr bool kHostParams = true;
   explicit HostStorage(std::vector<Param>& host) : host_(host) {}
   std::vector<Param>& engine_params() { return host_; }
   void host_view_read() const {}

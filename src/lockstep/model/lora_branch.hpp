@@ -1,6 +1,7 @@
 // The LoRA branch of an adapted projection, run by the engine
-// (transformer.hpp's proj_fwd / proj_bwd) on a host kernel set (the CPU
-// kernels, the spec kernels in float and double). docs/LORA.md.
+// (transformer.hpp's proj_fwd / proj_bwd) on any kernel set: the host ones
+// (the CPU kernels, the spec kernels in float and double) and the CUDA set,
+// whose buffers live on the device. docs/LORA.md.
 //
 // For the projection's input x [N, K], output y [N, M], adapter A [r, K],
 // B [M, r] and s = T(scale) (one rounding), in ops::LoraLinear's expression
@@ -15,10 +16,14 @@
 //   du = dy * s
 //   dh, dB = Linear backward(x = h, w = B, dy = du)      chain_m(du·B), chain_n(du·h)
 //   dxd, dA = Linear backward(x = xd, w = A, dy = dh)    chain_m(dh·A), chain_n(dh·xd)
-//   dxd[i] = keep(i) ? dxd[i] * q : 0   (dropout only)
+//   dxd[i] = keep(i) ? dxd[i] * q : 0   (dropout only; the mask recomputed from its counter)
 //   dx = dx + dxd
 // Without dropout this is ops::LoraLinear::forward / backward bit for bit
 // (tests/model/lora_test.cpp checks it); the base weight gets no gradient.
+// The element-wise steps are ops/lora_glue.hpp's: its loops on a host kernel
+// set, the kernel set's own lora_scale_add / lora_scale / lora_dropout where
+// it has them (cuda::OpKernels: lora.cu, gated against those loops). Without
+// dropout the backward reads x itself, the input the base's backward reads.
 #pragma once
 
 #include <cstddef>
@@ -29,22 +34,24 @@
 #include <vector>
 
 #include "lockstep/model/model.hpp"
-#include "lockstep/num/rng.hpp"
 #include "lockstep/ops/linear.hpp"
+#include "lockstep/ops/lora_glue.hpp"
 
 namespace lockstep::model {
 
 std::uint64_t lora_dropout_stream(std::uint64_t pass, const std::string& module);
 
-template <class T>
+// T: the scalar; Buf: the kernel set's buffer of T (std::vector<T> on the host).
+template <class T, class Buf = std::vector<T>>
 class LoraBranch {
  public:
   struct Slot {
     std::size_t w = 0, a = 0, b = 0;  // parameter indices: base weight, lora_A, lora_B
     std::size_t rank = 0;
     std::string module;
-    std::vector<T> xd, h;         // kept from the forward for the backward
-    std::vector<unsigned char> keep;  // dropout's mask (empty without dropout)
+    Buf xd, h;  // kept from the forward for the backward (xd: with dropout only)
+    bool dropped = false;  // the last forward applied dropout
+    std::uint64_t stream = 0;
   };
 
   // Finds the adapter tensors by name (module + ".lora_A.weight" / ".lora_B.weight")
@@ -84,50 +91,57 @@ class LoraBranch {
   void forward(E& e, Slot& s, std::size_t N, std::size_t K, std::size_t M, const T* x, T* y) {
     const std::size_t r = s.rank;
     const T* xin = x;
-    if (dropping()) {
-      const float p = static_cast<float>(run_->dropout);  // compared in float in every engine: one mask
-      const T q = static_cast<T>(1.0 / (1.0 - run_->dropout));
-      const std::uint64_t stream = lora_dropout_stream(run_->pass, s.module);
+    s.dropped = dropping();
+    if (s.dropped) {
+      s.stream = lora_dropout_stream(run_->pass, s.module);
       s.xd.resize(N * K);
-      s.keep.resize(N * K);
-      for (std::size_t i = 0; i < N * K; ++i) {
-        s.keep[i] = num::rng::uniform(run_->seed, stream, i) >= p ? 1 : 0;
-        s.xd[i] = s.keep[i] ? x[i] * q : T(0);
-      }
+      dropout(e.k_, N * K, x, s.xd.data(), s.stream);
       xin = s.xd.data();
-    } else {
-      s.keep.clear();
-      s.xd.assign(x, x + N * K);  // the backward's dA reads the input
     }
     s.h.resize(N * r);
     u_.resize(N * M);
     e.k_.template forward<ops::Linear>({N, K, r, false}, {.x = xin, .w = e.P(s.a), .b = nullptr, .y = s.h.data()});
     e.k_.template forward<ops::Linear>({N, r, M, false}, {.x = s.h.data(), .w = e.P(s.b), .b = nullptr, .y = u_.data()});
     const T sc = static_cast<T>(run_->scale);
-    for (std::size_t i = 0; i < N * M; ++i) y[i] = y[i] + u_[i] * sc;
+    if constexpr (requires { e.k_.lora_scale_add(N * M, y, u_.data(), sc); })
+      e.k_.lora_scale_add(N * M, y, u_.data(), sc);
+    else
+      ops::lora_glue::scale_add(N * M, y, u_.data(), sc);
   }
 
+  // x: the projection's input, as the forward read it.
   template <class E>
-  void backward(E& e, Slot& s, std::size_t N, std::size_t K, std::size_t M, const T* dy, T* dx) {
+  void backward(E& e, Slot& s, std::size_t N, std::size_t K, std::size_t M, const T* x, const T* dy, T* dx) {
     const std::size_t r = s.rank;
     const T sc = static_cast<T>(run_->scale);
     du_.resize(N * M);
     dh_.resize(N * r);
     dxd_.resize(N * K);
-    for (std::size_t i = 0; i < N * M; ++i) du_[i] = dy[i] * sc;
+    if constexpr (requires { e.k_.lora_scale(N * M, du_.data(), dy, sc); })
+      e.k_.lora_scale(N * M, du_.data(), dy, sc);
+    else
+      ops::lora_glue::scale(N * M, du_.data(), dy, sc);
     e.k_.template backward<ops::Linear>({N, r, M, false}, {.x = s.h.data(), .w = e.P(s.b), .dy = du_.data(),
                                                            .dx = dh_.data(), .dw = e.G(s.b), .db = nullptr});
-    e.k_.template backward<ops::Linear>({N, K, r, false}, {.x = s.xd.data(), .w = e.P(s.a), .dy = dh_.data(),
-                                                           .dx = dxd_.data(), .dw = e.G(s.a), .db = nullptr});
-    if (!s.keep.empty()) {
-      const T q = static_cast<T>(1.0 / (1.0 - run_->dropout));
-      for (std::size_t i = 0; i < N * K; ++i) dxd_[i] = s.keep[i] ? dxd_[i] * q : T(0);
-    }
+    e.k_.template backward<ops::Linear>({N, K, r, false}, {.x = s.dropped ? s.xd.data() : x, .w = e.P(s.a),
+                                                           .dy = dh_.data(), .dx = dxd_.data(), .dw = e.G(s.a),
+                                                           .db = nullptr});
+    if (s.dropped) dropout(e.k_, N * K, dxd_.data(), dxd_.data(), s.stream);
     e.k_.add_into(N * K, dx, dxd_.data());
   }
 
  private:
   bool dropping() const { return run_->training && run_->dropout > 0.0; }
+  // out = keep ? in * q : 0 (ops/lora_glue.hpp), on the kernel set's storage.
+  template <class Kernels>
+  void dropout(Kernels& k, std::size_t n, const T* in, T* out, std::uint64_t stream) const {
+    const float p = static_cast<float>(run_->dropout);  // compared in float in every engine: one mask
+    const T q = static_cast<T>(1.0 / (1.0 - run_->dropout));
+    if constexpr (requires { k.lora_dropout(n, in, out, run_->seed, stream, p, q); })
+      k.lora_dropout(n, in, out, run_->seed, stream, p, q);
+    else
+      ops::lora_glue::dropout(n, in, out, run_->seed, stream, p, q);
+  }
   template <class PT>
   static std::size_t find(const std::vector<PT>& params, const std::string& name) {
     for (std::size_t i = 0; i < params.size(); ++i)
@@ -138,7 +152,7 @@ class LoraBranch {
   const LoraRun* run_ = nullptr;
   std::size_t seen_ = 0;
   std::vector<Slot> slots_;
-  std::vector<T> u_, du_, dh_, dxd_;
+  Buf u_, du_, dh_, dxd_;
 };
 
 }  // namespace lockstep::model

@@ -123,7 +123,7 @@ struct EngineOptions {
   // a time instead of n_layer blocks'.
   bool recompute_blocks = false;
   // LoRA (lora_branch.hpp): how the adapter tensors found in the parameter
-  // list are applied; nullptr: not at all. Host kernel sets only.
+  // list are applied; nullptr: not at all.
   const LoraRun* lora = nullptr;
 };
 
@@ -271,16 +271,15 @@ class FamilyEngine {
     }
   }
 
-  // Host kernel sets skip the weight gradient of a frozen parameter (the
-  // Linear and BitLinear kernels compute no dW for dw = nullptr): dw, or
-  // nullptr when dw is a frozen parameter's discarded destination.
-  static constexpr bool kHostBuffers = std::is_same_v<Buf, std::vector<T>>;
+  // Every kernel set skips the weight gradient of a frozen parameter (the
+  // Linear and BitLinear kernels, host and CUDA, compute no dW for
+  // dw = nullptr): dw, or nullptr when dw is a frozen parameter's discarded
+  // destination (gdst_ holds device pointers on a device kernel set: the
+  // comparison is the same).
   T* frozen_or(T* dw) const {
-    if constexpr (kHostBuffers) {
-      if (dw == nullptr) return dw;
-      for (std::size_t i = 0; i < params_.size(); ++i)
-        if (!params_[i].trainable && i < gdst_.size() && gdst_[i] == dw) return nullptr;
-    }
+    if (dw == nullptr) return dw;
+    for (std::size_t i = 0; i < params_.size(); ++i)
+      if (!params_[i].trainable && i < gdst_.size() && gdst_[i] == dw) return nullptr;
     return dw;
   }
 
@@ -305,8 +304,7 @@ class FamilyEngine {
       k_.template forward<ops::BitLinear>({rows, in, out}, {.x = x, .w = w, .y = y}, aux);
     else
       linear_fwd({rows, in, out, false}, {.x = x, .w = w, .b = nullptr, .y = y});
-    if constexpr (kHostBuffers)
-      if (auto* slot = lora_.slot_for(*this, w)) lora_.forward(*this, *slot, rows, in, out, x, y);
+    if (auto* slot = lora_.slot_for(*this, w)) lora_.forward(*this, *slot, rows, in, out, x, y);
   }
   template <class Op>
   void proj_bwd(std::size_t rows, std::size_t in, std::size_t out, const T* x, const T* w, const T* dy, T* dx, T* dw,
@@ -316,14 +314,13 @@ class FamilyEngine {
                                            aux);
     else
       linear_bwd({rows, in, out, false}, {.x = x, .w = w, .dy = dy, .dx = dx, .dw = dw, .db = nullptr});
-    if constexpr (kHostBuffers)
-      if (auto* slot = lora_.slot_for(*this, w)) lora_.backward(*this, *slot, rows, in, out, dy, dx);
+    if (auto* slot = lora_.slot_for(*this, w)) lora_.backward(*this, *slot, rows, in, out, x, dy, dx);
   }
 
   // The embedding's gradient; tied to the LM head, it is the second
   // contribution to the shared matrix (the head's came first).
   void embedding_backward() {
-    if (kHostBuffers && !params_[wte_].trainable) return;  // frozen: nothing reads its gradient
+    if (!params_[wte_].trainable) return;  // frozen: nothing reads its gradient
     if (cfg_.tie_embeddings) {
       k_.template backward<ops::Embedding>({N_, V_, D_}, {.ids = ids_, .dy = s_.dx.data(), .dwte = s_.demb.data()});
       k_.add_into(V_ * D_, G(wte_), s_.demb.data());
@@ -346,7 +343,7 @@ class FamilyEngine {
   std::vector<LayerActs> acts_;
   Lent work_;  // recompute_blocks: the one block's activations, lent to the block being run
   Shared s_;
-  LoraBranch<T> lora_;  // the adapted projections (host kernel sets)
+  LoraBranch<T, Buf> lora_;  // the adapted projections
 
  private:
   enum class Mode { Train, Logits, AllLogits };
@@ -442,13 +439,7 @@ class FamilyEngine {
     S_ = seq;
     N_ = batch * seq;
     mode_ = mode;
-    if constexpr (kHostBuffers) {
-      lora_.prepare(params_, opt_.lora);
-    } else {
-      for (const auto& p : params_)
-        if (p.name.find(".lora_A.") != std::string::npos)
-          throw std::invalid_argument("model: LoRA adapters run on host kernel sets only (--device cpu)");
-    }
+    lora_.prepare(params_, opt_.lora);
     k_.begin_forward();
     const RunSizes r{B_, S_, N_, V_, D_, F_, Hq_, qdim_, kvdim_};
     const std::size_t N = N_, D = D_;

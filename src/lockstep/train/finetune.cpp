@@ -19,6 +19,7 @@
 #include "lockstep/num/rng.hpp"
 #include "lockstep/train/optim.hpp"
 #include "lockstep/train/progress.hpp"
+#include "lockstep/train/step.hpp"
 #include "lockstep/util/parallel.hpp"
 
 namespace lockstep::train {
@@ -270,6 +271,16 @@ FinetuneReport finetune(model::Model& model, const std::vector<data::SftExample>
   std::unique_ptr<Progress> progress;
   if (io.progress) progress = std::make_unique<Progress>(io.progress, io.tty, cfg.log_every);
 
+  // A model with its own step stages (the CUDA model) keeps the adapter
+  // tensors, their gradients and AdamW's moments on its device: the host
+  // view's moments go over once, and come back at each save.
+  model::StepStages* stages = model.step_stages();
+  if (stages != nullptr) stages->set_moments(mo.m, mo.v);
+  auto save = [&](std::int64_t at) {
+    if (stages != nullptr) stages->get_moments(mo.m, mo.v);
+    save_state(out, model, mo, cfg, at, steps);
+  };
+
   FinetuneReport rep;
   rep.steps = steps;
   const std::int64_t start_step = step;
@@ -281,11 +292,26 @@ FinetuneReport finetune(model::Model& model, const std::vector<data::SftExample>
       const Batch b = make_batch(data, cfg, max_seq, step);
       const float lr = learning_rate(adamw, sched, step);
       model.set_lora(lora_run(cfg, true, step));
-      const float loss = model.forward_backward(b.inputs, b.targets, b.batch, b.seq, false, threads);
-      if (!std::isfinite(loss)) throw std::runtime_error(fmt::format("finetune: the loss at step {} is {}", step + 1, loss));
-      auto slots = adapter_slots(ps, mo);
-      const float norm = clip_grad_norm(slots, static_cast<float>(cfg.grad_clip), threads);
-      adamw_step(slots, adamw_scalars(adamw, lr, step + 1), threads);
+      float loss = 0, norm = 0;
+      if (stages != nullptr) {
+        // The device's step stages: the same expressions as the host loop
+        // below (ops/optim.hpp; accum 1: no gradient scale), where the
+        // tensors live.
+        const ops::StepDecision d = run_step(*stages, {b.inputs, b.targets, b.batch, b.seq, 1},
+                                             static_cast<float>(cfg.grad_clip), adamw_scalars(adamw, lr, step + 1), {},
+                                             threads);
+        loss = d.loss;
+        norm = d.norm;
+        if (!std::isfinite(loss))
+          throw std::runtime_error(fmt::format("finetune: the loss at step {} is {}", step + 1, loss));
+      } else {
+        loss = model.forward_backward(b.inputs, b.targets, b.batch, b.seq, false, threads);
+        if (!std::isfinite(loss))
+          throw std::runtime_error(fmt::format("finetune: the loss at step {} is {}", step + 1, loss));
+        auto slots = adapter_slots(ps, mo);
+        norm = clip_grad_norm(slots, static_cast<float>(cfg.grad_clip), threads);
+        adamw_step(slots, adamw_scalars(adamw, lr, step + 1), threads);
+      }
       ++step;
       tokens += static_cast<std::uint64_t>(b.batch * b.seq);
       rep.last_loss = loss;
@@ -300,7 +326,7 @@ FinetuneReport finetune(model::Model& model, const std::vector<data::SftExample>
         const double per_step = el / static_cast<double>(step - start_step);
         progress->update({step, steps, loss, lr, rate, el, per_step * static_cast<double>(steps - step)});
       }
-      if (cfg.save_every > 0 && step % cfg.save_every == 0 && step < steps) save_state(out, model, mo, cfg, step, steps);
+      if (cfg.save_every > 0 && step % cfg.save_every == 0 && step < steps) save(step);
     }
   } catch (...) {
     std::fclose(metrics);
@@ -308,7 +334,7 @@ FinetuneReport finetune(model::Model& model, const std::vector<data::SftExample>
   }
   std::fclose(metrics);
   if (progress) progress->finish();
-  save_state(out, model, mo, cfg, step, steps);
+  save(step);
   model.set_lora(lora_run(cfg, false, step));
   rep.step = step;
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -3,7 +3,9 @@
 // completion tokens of SFT records (data/sft.hpp), AdamW over the adapter
 // tensors only.
 //
-// One step s (0-based; update t = s + 1), on the host:
+// One step s (0-based; update t = s + 1), on the host (a model with its own
+// step stages, the CUDA model, runs the same expressions on its device through
+// train::run_step: the same bits):
 //   examples = batch indices (s·batch + j), j < batch, into the epoch's order
 //              (epoch e = index / n: a Philox-seeded Fisher–Yates shuffle of
 //              0..n-1 under (seed, e)); each example's window (data::sft_window,
@@ -77,7 +79,8 @@ std::int64_t finetune_steps(const FinetuneConfig& cfg, std::size_t records);
 std::uint64_t adapter_hash(const model::Model& model);
 
 // Adds the adapter tensors to `model` (its parameters must be the base's,
-// F32, on a model that runs LoRA: the CPU model), then trains them.
+// F32, on a model that runs LoRA: the CPU or the CUDA model — the same bits),
+// then trains them.
 FinetuneReport finetune(model::Model& model, const std::vector<data::SftExample>& data, const FinetuneConfig& cfg,
                         const std::string& out, const FinetuneIo& io = {});
 

@@ -60,8 +60,10 @@ std::vector<Case> row_quantize_cases();
 // The two-pass column quantizer (gate_col_quant.cpp, Case::op "col_quant",
 // optional): against the CPU's units::quantize_cols_i8 and column sums.
 std::vector<Case> col_quant_cases();
+// The LoRA branch's glue (gate_lora.cpp, Case::op "lora"): lora.cu against ops/lora_glue.hpp.
+std::vector<Case> lora_cases();
 // Every case in one list: int8_cases(), row_quantize_cases(), col_quant_cases(), every op of ops::ModelOps and
-// add_into (gate_driver.cpp), then train_cases().
+// add_into (gate_driver.cpp), lora_cases(), then train_cases().
 std::vector<Case> all_cases();
 // The cases of the named ops (Case::op: "linear", "attention", "add_into", ...).
 std::vector<Case> cases_of(std::initializer_list<std::string_view> ops);

@@ -98,6 +98,11 @@ class OpKernels : public ad::KeyedKernels<OpKernels, float> {
   // --- the ops (contracts: ops/kernel_args.hpp, cpu::OpKernels) --------------
   LOCKSTEP_FLOAT_OP_KERNELS(Aux)  // one run() per op and direction (ad/kernel_set.hpp)
   void add_into(std::size_t n, float* acc, const float* x);
+  // The LoRA branch's glue (model/lora_branch.hpp; lora.cu, reference ops/lora_glue.hpp).
+  void lora_scale_add(std::size_t n, float* y, const float* u, float s);
+  void lora_scale(std::size_t n, float* out, const float* in, float s);
+  void lora_dropout(std::size_t n, const float* in, float* out, std::uint64_t seed, std::uint64_t stream, float p,
+                    float q);
 
   // Fusions of the int8 units (ops/units_fused.hpp, ops_units_fused.cpp): the
   // bits of the unfused Int8Linear (and Gelu) calls, fewer passes and products.

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "lockstep/backend/cuda/ops.hpp"
+#include "lockstep/backend/cuda/lora_launch.hpp"
 #include "lockstep/backend/cuda/pointwise_launch.hpp"
 
 namespace lockstep::cuda {
@@ -168,5 +169,11 @@ void OpKernels::run(const ops::CrossEntropy::Config& c, const ops::CrossEntropy:
 }
 
 void OpKernels::add_into(std::size_t n, float* acc, const float* x) { launch::add_into(n, acc, x); }
+void OpKernels::lora_scale_add(std::size_t n, float* y, const float* u, float s) { launch::lora_scale_add(n, y, u, s); }
+void OpKernels::lora_scale(std::size_t n, float* out, const float* in, float s) { launch::lora_scale(n, out, in, s); }
+void OpKernels::lora_dropout(std::size_t n, const float* in, float* out, std::uint64_t seed, std::uint64_t stream,
+                             float p, float q) {
+  launch::lora_dropout(n, in, out, seed, stream, p, q);
+}
 
 }  // namespace lockstep::cuda

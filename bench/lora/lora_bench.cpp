@@ -1,0 +1,150 @@
+// LoRA finetuning throughput of lockstep (train::finetune, docs/LORA.md) and
+// its peak device memory, at a named preset's shapes with random weights:
+//
+//   build/<dir>/bench/lora/lora_bench [--device cuda|cpu] [--preset bitnet-b1.58-2b]
+//       [--seq 512] [--batch 1] [--steps 5] [--warmup 1] [--rank 8] [--alpha 16]
+//       [--dropout 0.05] [--targets q_proj,v_proj]
+//
+// The base is the preset initialized from seed 1 (the shapes are what is
+// measured, not the weights); the records are `batch` synthetic SFT examples
+// of seq + 1 Philox tokens, every token scored, so each step is batch x seq
+// tokens. tok/s is over the steps after the warm-up ones (metrics.jsonl's
+// elapsed_s). Peak GPU memory: the device pool's high-water mark from after
+// the start-up gates to the end (PyTorch's torch.cuda.max_memory_allocated is
+// the peer), and the device's used memory (cudaMemGetInfo) at the end.
+// Prints one line. bench/lora/peft_reference.py is the transformers + PEFT peer.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "lockstep/data/sft.hpp"
+#include "lockstep/model/model.hpp"
+#include "lockstep/num/rng.hpp"
+#include "lockstep/train/finetune.hpp"
+#ifdef LOCKSTEP_HAVE_CUDA
+#include "lockstep/backend/cuda/device.hpp"
+#endif
+
+namespace {
+
+using namespace lockstep;
+namespace fs = std::filesystem;
+
+struct Args {
+  std::string device = "cuda", preset = "bitnet-b1.58-2b", targets = "q_proj,v_proj";
+  std::int64_t seq = 512, batch = 1, steps = 5, warmup = 1, rank = 8;
+  double alpha = 16, dropout = 0.05;
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    if (i + 1 >= argc) throw std::invalid_argument("" + k + " needs a value");
+    const std::string v = argv[++i];
+    if (k == "--device") a.device = v;
+    else if (k == "--preset") a.preset = v;
+    else if (k == "--targets") a.targets = v;
+    else if (k == "--seq") a.seq = std::stoll(v);
+    else if (k == "--batch") a.batch = std::stoll(v);
+    else if (k == "--steps") a.steps = std::stoll(v);
+    else if (k == "--warmup") a.warmup = std::stoll(v);
+    else if (k == "--rank") a.rank = std::stoll(v);
+    else if (k == "--alpha") a.alpha = std::stod(v);
+    else if (k == "--dropout") a.dropout = std::stod(v);
+    else throw std::invalid_argument("unknown flag " + k);
+  }
+  if (a.seq <= 0 || a.batch <= 0 || a.steps <= 0 || a.warmup < 0 || a.rank <= 0)
+    throw std::invalid_argument("--seq, --batch, --steps, --rank must be > 0 and --warmup >= 0");
+  return a;
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  for (std::string t; std::getline(in, t, ',');)
+    if (!t.empty()) out.push_back(t);
+  return out;
+}
+
+// elapsed_s and tokens of metrics.jsonl's line for `step` (1-based).
+std::pair<double, double> metrics_at(const fs::path& file, std::int64_t step) {
+  std::ifstream in(file);
+  const std::string want = fmt::format("\"step\":{},", step);
+  for (std::string line; std::getline(in, line);) {
+    if (line.find(want) == std::string::npos) continue;
+    auto field = [&](const char* name) {
+      const std::string key = fmt::format("\"{}\":", name);
+      const auto at = line.find(key);
+      if (at == std::string::npos) throw std::runtime_error("metrics line without " + key);
+      return std::stod(line.substr(at + key.size()));
+    };
+    return {field("elapsed_s"), field("tokens")};
+  }
+  throw std::runtime_error(fmt::format("{} has no line for step {}", file.string(), step));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const Args a = parse(argc, argv);
+    model::ModelConfig cfg = model::preset(a.preset);
+    if (a.seq > cfg.max_seq) throw std::invalid_argument(fmt::format("--seq {} exceeds the preset's context {}", a.seq, cfg.max_seq));
+    auto m = model::make_model(cfg, a.device, "off");  // the start-up gates run here (CUDA); audits off as in a timed run
+    m->init(1);
+#ifdef LOCKSTEP_HAVE_CUDA
+    if (a.device == "cuda") cuda::reset_peak_bytes_in_use();
+#endif
+    std::vector<data::SftExample> records(static_cast<std::size_t>(a.batch));
+    for (std::size_t r = 0; r < records.size(); ++r) {
+      auto& ex = records[r];
+      for (std::int64_t t = 0; t <= a.seq; ++t)
+        ex.tokens.push_back(static_cast<std::int32_t>(num::rng::bits32(7, r, static_cast<std::uint64_t>(t)) %
+                                                      static_cast<std::uint32_t>(cfg.vocab_size)));
+      ex.scored.assign(ex.tokens.size(), 1);
+      ex.line = r + 1;
+    }
+    train::FinetuneConfig c;
+    c.lora.rank = static_cast<std::size_t>(a.rank);
+    c.lora.alpha = a.alpha;
+    c.lora.dropout = a.dropout;
+    c.lora.targets = split(a.targets);
+    c.batch = a.batch;
+    c.steps = a.warmup + a.steps;
+    c.max_seq = a.seq;
+    c.log_every = 1000000;
+    const fs::path dir = fs::temp_directory_path() / fmt::format("lockstep_lora_bench_{}", ::getpid());
+    fs::remove_all(dir);
+    const auto rep = train::finetune(*m, records, c, dir.string());
+    const auto [t0, n0] = a.warmup > 0 ? metrics_at(dir / "metrics.jsonl", a.warmup) : std::pair<double, double>{0, 0};
+    const auto [t1, n1] = metrics_at(dir / "metrics.jsonl", a.warmup + a.steps);
+    fs::remove_all(dir);
+    const double tok_s = (n1 - n0) / (t1 - t0);
+    std::string memory = "peak GPU memory -";
+#ifdef LOCKSTEP_HAVE_CUDA
+    if (a.device == "cuda")
+      memory = fmt::format("peak GPU memory {:.2f} GiB (pool high-water), {:.2f} GiB used (cudaMemGetInfo)",
+                           static_cast<double>(cuda::peak_bytes_in_use()) / (1ull << 30),
+                           static_cast<double>(cuda::device_bytes_used()) / (1ull << 30));
+#endif
+    std::printf("lockstep lora %s %s seq %lld batch %lld r %lld targets %s: %.1f tok/s over %lld steps (last loss %.4f), "
+                "%s\n",
+                a.device.c_str(), a.preset.c_str(), static_cast<long long>(a.seq), static_cast<long long>(a.batch),
+                static_cast<long long>(a.rank), a.targets.c_str(), tok_s, static_cast<long long>(a.steps),
+                static_cast<double>(rep.last_loss), memory.c_str());
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "lora_bench: %s\n", e.what());
+    return 1;
+  }
+}
