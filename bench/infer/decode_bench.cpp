@@ -30,8 +30,12 @@
 //   bound tokens/s  = copy bandwidth / bytes per token,
 // the copy bandwidth STREAM's (2·bytes / time of a memcpy of a buffer far
 // larger than the caches, the best of several), measured in this run.
-// CUDA graphs are not used (docs/perf/DECODE_CUDA.md): every kernel of a pass
-// is launched from the host.
+// CUDA: a decode pass runs as a CUDA graph (docs/perf/DECODE_CUDA.md, "CUDA
+// graphs") unless LOCKSTEP_CUDA_GRAPHS=0; each batch's line says whether the
+// timed passes did ("CUDA graphs: used, R of T passes ran as a graph": the
+// first pass of a row pattern is launched, the second captured and launched)
+// or not ("not used"). The --profile passes are launched (the step profile
+// times every launch; no graph runs under it).
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -49,6 +53,7 @@
 #include "lockstep/util/parallel.hpp"
 #if defined(LOCKSTEP_HAVE_CUDA)
 #include "lockstep/backend/cuda/device.hpp"
+#include "lockstep/backend/cuda/graph.hpp"
 #include "lockstep/backend/cuda/profile.hpp"
 #include "lockstep/backend/cuda/trace.hpp"
 #endif
@@ -220,8 +225,13 @@ int main(int argc, char** argv) {
   const double embed_row = 4.0 * static_cast<double>(d);
   const double kv_per_pos = 2.0 * static_cast<double>(layers) * static_cast<double>(kv) * head_dim * 4.0;
 
-  fmt::print("decode_bench: {} on {} ({} threads){}\n", cfg.summary(), device, threads,
-             device == "cuda" ? "; CUDA graphs: not used (not implemented)" : "");
+  std::string graphs_setting;
+#if defined(LOCKSTEP_HAVE_CUDA)
+  if (device == "cuda")
+    graphs_setting = cuda::graph::enabled() ? "; CUDA graphs: on (LOCKSTEP_CUDA_GRAPHS=0 turns them off)"
+                                            : "; CUDA graphs: off (LOCKSTEP_CUDA_GRAPHS=0)";
+#endif
+  fmt::print("decode_bench: {} on {} ({} threads){}\n", cfg.summary(), device, threads, graphs_setting);
   fmt::print("copy bandwidth {:.2f} GB/s (STREAM copy: 2 x bytes / time, best of the run)\n", bw / 1e9);
   fmt::print("{:>5} {:>12} {:>12} {:>14} {:>14} {:>9}\n", "batch", "prefill t/s", "decode t/s", "bytes/token",
              "bound t/s", "of bound");
@@ -242,6 +252,7 @@ int main(int argc, char** argv) {
 #if defined(LOCKSTEP_HAVE_CUDA)
     if (device == "cuda") lockstep::cuda::trace::process_log().reset_launches();
     const std::size_t waits0 = device == "cuda" ? lockstep::cuda::host_waits() : 0;
+    const std::size_t replays0 = device == "cuda" ? lockstep::cuda::graph::stats().launches : 0;
 #endif
     t0 = Clock::now();
     for (long t = 0; t < tokens; ++t) {
@@ -257,9 +268,12 @@ int main(int argc, char** argv) {
     if (device == "cuda") {
       long launches = 0;
       for (const auto& [name, count] : lockstep::cuda::trace::process_log().launches()) launches += count;
-      per_pass = fmt::format("   {:.0f} kernel launches and {:.1f} host waits a pass",
+      const std::size_t replays = lockstep::cuda::graph::stats().launches - replays0;
+      per_pass = fmt::format("   {:.0f} kernel launches and {:.1f} host waits a pass; CUDA graphs: {}",
                              static_cast<double>(launches) / static_cast<double>(tokens),
-                             static_cast<double>(lockstep::cuda::host_waits() - waits0) / static_cast<double>(tokens));
+                             static_cast<double>(lockstep::cuda::host_waits() - waits0) / static_cast<double>(tokens),
+                             replays > 0 ? fmt::format("used, {} of {} passes ran as a graph", replays, tokens)
+                                         : std::string("not used"));
     }
 #endif
     const double mean_len = static_cast<double>(prompt) + static_cast<double>(tokens) / 2.0;

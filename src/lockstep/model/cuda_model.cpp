@@ -30,6 +30,7 @@
 #include "lockstep/backend/cuda/device.hpp"
 #include "lockstep/backend/cuda/gemm_launch.hpp"
 #include "lockstep/backend/cuda/gate.hpp"
+#include "lockstep/backend/cuda/graph.hpp"
 #include "lockstep/backend/cuda/int8_gemm.hpp"
 #include "lockstep/backend/cuda/ops.hpp"
 #include "lockstep/backend/cuda/optim_launch.hpp"
@@ -190,10 +191,8 @@ struct DecodeBackend<cuda::OpKernels> {
     cuda::DeviceBuffer<std::uint16_t> half;
     bool exact = false;
   };
-  static constexpr bool kRowsAt = true;  // RoPE and the cache writes at the rows' device positions
+  static constexpr bool kRowsAt = true;  // RoPE, the cache writes and the cached attention at the rows' device positions
   struct State {
-    cuda::DeviceBuffer<std::int32_t> slot, pos;
-    std::vector<std::int32_t> slot_host, pos_host;  // what slot/pos hold
     cuda::DeviceBuffer<std::int32_t> rows;          // the pass's rows: slots, then positions
     std::vector<std::int32_t> rows_host;            // what rows holds
     std::size_t row_count = 0;
@@ -290,17 +289,16 @@ struct DecodeBackend<cuda::OpKernels> {
                             std::size_t width, float* layer_cache, std::size_t ctx) {
     launch::store_rows_at(src, ld, rows, width, st.rows.data(), st.rows.data() + st.row_count, ctx, layer_cache);
   }
-  static void upload_if_changed(cuda::DeviceBuffer<std::int32_t>& dev, std::vector<std::int32_t>& held,
-                                const std::int32_t* host, std::size_t n) {
-    if (held.size() == n && std::equal(held.begin(), held.end(), host)) return;
-    dev.upload(host, n);
-    held.assign(host, host + n);
-  }
+  // The cached attention of the pass's rows first_row.. (a.slot, a.pos: their
+  // slots and positions, which the pass's rows on the device hold already:
+  // nothing is uploaded, so a graph of the pass reads each pass's own).
   static void attention(cuda::OpKernels&, State& st, const ops::CachedAttention::Config& c,
-                        const ops::CachedAttention::Args<float>& a) {
+                        const ops::CachedAttention::Args<float>& a, std::size_t first_row) {
     ops::CachedAttention::validate(c, a.slot, a.pos);
-    upload_if_changed(st.slot, st.slot_host, a.slot, c.rows);
-    upload_if_changed(st.pos, st.pos_host, a.pos, c.rows);
+    const std::size_t n = st.row_count;
+    if (first_row + c.rows > n || !std::equal(a.slot, a.slot + c.rows, st.rows_host.begin() + first_row) ||
+        !std::equal(a.pos, a.pos + c.rows, st.rows_host.begin() + n + first_row))
+      throw std::logic_error("decode: the cached attention's rows are not the pass's rows on the device");
     launch::CachedAttentionShape s;
     s.rows = c.rows;
     s.q_heads = c.q_heads;
@@ -310,8 +308,21 @@ struct DecodeBackend<cuda::OpKernels> {
     s.key_block = c.key_block;
     s.ldq = a.ldq;
     s.scale = ops::Attention::scale_of<float>(c.attention());
-    launch::cached_attention(s, a.q, a.k_cache, a.v_cache, st.slot.data(), st.pos.data(), a.o);
+    launch::cached_attention(s, a.q, a.k_cache, a.v_cache, st.rows.data() + first_row,
+                             st.rows.data() + n + first_row, a.o);
   }
+
+  // CUDA graphs of the decode passes (model/decode.hpp, DecodeGraphs): on
+  // unless LOCKSTEP_CUDA_GRAPHS=0, and never while the live audits or the step
+  // profile watch each launch (a replay launches none of them from the host).
+  using Graph = cuda::graph::Graph;
+  static bool graphs_on() { return cuda::graph::enabled() && !cuda::audit::options().enabled && !cuda::profile::active(); }
+  static std::uint64_t memory_epoch() { return cuda::memory_epoch(); }
+  static std::size_t host_waits() { return cuda::host_waits(); }
+  static std::size_t allocations() { return cuda::allocation_count(); }
+  static bool mutant_key_ignores_rows() { return cuda::graph::mutant() == cuda::graph::Mutant::key_ignores_rows; }
+  static bool mutant_rows_not_restaged() { return cuda::graph::mutant() == cuda::graph::Mutant::rows_not_restaged; }
+  static bool mutant_no_epoch_check() { return cuda::graph::mutant() == cuda::graph::Mutant::no_epoch_check; }
 };
 // ---- end of decode -----------------------------------------------------------
 

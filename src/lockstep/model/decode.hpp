@@ -29,10 +29,12 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <unordered_map>
 #include <stdexcept>
+#include <type_traits>
 #include <vector>
 
 #include "lockstep/backend/cpu/decode.hpp"
@@ -125,6 +127,46 @@ struct DecodeSegment {
   std::size_t slot = 0, pos = 0, rows = 0;
 };
 
+// CUDA graphs of decode passes, for a backend that has them
+// (DecodeBackend<cuda::OpKernels>: Backend::Graph and the hooks below;
+// docs/perf/DECODE_CUDA.md, "CUDA graphs"). A decode pass is captured once per
+// row pattern (its segments' row counts, and which start at position 0: those
+// run the prefill attention over their own rows) and replayed with
+// everything that changes from pass to pass in device memory: the token ids,
+// the rows' slots and positions (uploaded before the launch), the KV cache
+// and the activations. What the graph bakes in is what the pattern fixes:
+// shapes, the kernels chosen for them, the buffers' addresses. So a graph is
+// replayed only while no device block has been handed back since its capture
+// (Backend::memory_epoch: every buffer it reads is still the one it was
+// captured with); otherwise the pattern is warmed and captured again.
+//
+// Per pattern: the first pass runs launched ("warm": the first-use work —
+// packing weights, growing buffers, setting kernel attributes — happens
+// outside any capture); the next one, if no block was freed since, is
+// captured (nothing runs while capturing), then launched; later ones replay.
+// A capture that fails (a call that cannot be captured: an allocation, a host
+// wait) or that sees a host wait, an allocation or a freed block is abandoned,
+// the pass is computed again launched, and the pattern is not captured again;
+// so is a pattern whose pass reads a host-side position (the learned
+// positions take their offset as an argument).
+template <class Backend>
+struct DecodeGraphs {
+  static constexpr std::size_t kMaxPatterns = 64;
+  enum class Mode { eager, warm, capture, replay };
+  struct Entry {
+    typename Backend::Graph graph;
+    std::uint64_t epoch = 0;  // the memory epoch the graph was captured in
+    bool warm = false;        // a pass of this pattern ran launched, at warm_epoch
+    std::uint64_t warm_epoch = 0;
+    bool banned = false;
+    std::size_t waits = 0, allocs = 0;  // at the capture's start
+  };
+  std::map<std::vector<std::uint32_t>, Entry> entries;
+  Mode mode = Mode::eager;
+  Entry* current = nullptr;  // the pass's pattern (warm, capture, replay)
+  Entry* failed = nullptr;   // a capture whose end threw
+};
+
 template <class K>
 class DecodeKernels : public ad::KeyedKernels<DecodeKernels<K>, float> {
  public:
@@ -152,10 +194,17 @@ class DecodeKernels : public ad::KeyedKernels<DecodeKernels<K>, float> {
 
   // The next pass's rows, segment after segment (DecodeSession sets them).
   std::vector<DecodeSegment> segments;
+  // Whether the next pass may run as a CUDA graph (DecodeSession: its decode
+  // passes, one token a sequence; not the prefill's).
+  bool graph_pass = false;
 
   // The pass's rows: slot and position of each (a backend with rows_at below
   // keeps them where its kernels read them, once a pass).
   void begin_forward() {
+    if constexpr (kGraphs) {  // the rows of the pass before (a planted bug replays with them)
+      prev_slot_.swap(row_slot_);
+      prev_pos_.swap(row_pos_);
+    }
     row_slot_.clear();
     row_pos_.clear();
     for (const DecodeSegment& s : segments)
@@ -169,30 +218,58 @@ class DecodeKernels : public ad::KeyedKernels<DecodeKernels<K>, float> {
   }
   void begin_block(std::size_t l) { layer_ = l; }
   void add_into(std::size_t n, float* acc, const float* x) {
+    if (replaying()) return;
     codes_of_ = nullptr;
     inner_.add_into(n, acc, x);
   }
+  // The engine stages the token ids after it has sized its buffers, and
+  // before the pass's first kernel: where a graph pass is decided (and its
+  // capture begins); it copies the logits to the host after the last: where
+  // the graph is launched.
   const Index* stage_indices(const Index* host, std::size_t n, int slot)
     requires requires(K& k) { k.stage_indices(host, n, slot); }
   {
-    return inner_.stage_indices(host, n, slot);
+    const Index* staged = inner_.stage_indices(host, n, slot);
+    if constexpr (kGraphs)
+      if (slot == 0) graph_start();
+    return staged;
   }
   void copy_to_host(float* host, const float* dev, std::size_t n)
     requires requires(K& k) { k.copy_to_host(host, dev, n); }
   {
+    if constexpr (kGraphs) graph_finish();
     inner_.copy_to_host(host, dev, n);
+  }
+  // After a pass threw: if a graph capture was open or failed at its end, it
+  // is abandoned (its pattern runs launched from now on) and true is returned:
+  // nothing of the pass ran, so it can be computed again. False: the error
+  // was the pass's own.
+  bool abandon_graph() {
+    if constexpr (kGraphs) {
+      auto* e = graphs_.mode == Graphs::Mode::capture ? graphs_.current : graphs_.failed;
+      graphs_.mode = Graphs::Mode::eager;
+      graphs_.current = graphs_.failed = nullptr;
+      if (e == nullptr) return false;
+      e->graph.abandon_capture();
+      e->banned = true;
+      return true;
+    } else {
+      return false;
+    }
   }
 
   // Every kernel is K's ...
   template <class C, class A, class... X>
     requires requires(K& k, const C& c, const A& a, X&... x) { k.run(c, a, x...); }
   void run(const C& c, const A& a, X&... x) {
+    if (replaying()) return;
     codes_of_ = nullptr;
     inner_.run(c, a, x...);
   }
   // ... but the projections where the backend has its own for decoding
   // (DecodeBackend<cpu::OpKernels>: packed weights) ...
   void run(const ops::Linear::Config& c, const ops::Linear::FwdArgs<float>& a) {
+    if (replaying()) return;
     codes_of_ = nullptr;
     if constexpr (requires { Backend::linear(inner_, state_, c, a); })
       Backend::linear(inner_, state_, c, a);
@@ -200,6 +277,7 @@ class DecodeKernels : public ad::KeyedKernels<DecodeKernels<K>, float> {
       inner_.run(c, a);
   }
   void run(const ops::QuantLinearConfig& c, const ops::BitLinear::FwdArgs<float>& a, Aux& aux) {
+    if (replaying()) return;
     if constexpr (requires { Backend::linear(inner_, state_, c, a, aux, true); }) {
       // The backend may keep the activation codes of a.x: q, k and v (gate and
       // up) read one input, and no kernel ran between them that could change it.
@@ -217,11 +295,13 @@ class DecodeKernels : public ad::KeyedKernels<DecodeKernels<K>, float> {
   }
   // ... and these three forwards, whose rows the segments place.
   void run(const ops::Rope::Config& c, const ops::Rope::FwdArgs<float>& a) {
+    if (replaying()) return;
     codes_of_ = nullptr;
     if constexpr (kRowsAt) {  // every row at its position in one launch
       Backend::rope(inner_, state_, c, a, row_pos_.size(), ctx_);
       return;
     }
+    host_offsets_ = true;
     std::size_t row = 0;
     const std::size_t w = c.heads * c.head_dim;
     for (const DecodeSegment& s : segments) {
@@ -234,7 +314,9 @@ class DecodeKernels : public ad::KeyedKernels<DecodeKernels<K>, float> {
     }
   }
   void run(const ops::LearnedPositions::Config& c, const ops::LearnedPositions::FwdArgs<float>& a) {
+    if (replaying()) return;
     codes_of_ = nullptr;
+    host_offsets_ = true;  // K's kernel takes the segment's offset as an argument: no graph
     std::size_t row = 0;
     for (const DecodeSegment& s : segments) {
       ops::LearnedPositions::Config sc = c;
@@ -247,6 +329,7 @@ class DecodeKernels : public ad::KeyedKernels<DecodeKernels<K>, float> {
     }
   }
   void run(const ops::Attention::Config& c, const ops::Attention::FwdArgs<float>& a) {
+    if (replaying()) return;
     codes_of_ = nullptr;
     const std::size_t qw = hq_ * dh_;
     float* kc = kc_[layer_].data();
@@ -273,9 +356,15 @@ class DecodeKernels : public ad::KeyedKernels<DecodeKernels<K>, float> {
     auto flush = [&] {
       if (slot_.empty()) return;
       const ops::CachedAttention::Config cc{slot_.size(), hq_, hkv_, dh_, slots_, ctx_, c.key_block};
-      Backend::attention(inner_, state_, cc,
-                         {.q = a.q + run_start * a.ldq, .ldq = a.ldq, .k_cache = kc, .v_cache = vc,
-                          .slot = slot_.data(), .pos = pos_.data(), .o = a.o + run_start * qw});
+      const ops::CachedAttention::Args<float> ca{.q = a.q + run_start * a.ldq, .ldq = a.ldq, .k_cache = kc,
+                                                 .v_cache = vc, .slot = slot_.data(), .pos = pos_.data(),
+                                                 .o = a.o + run_start * qw};
+      // A backend with the rows' slots and positions on the device reads this
+      // run's there (rows run_start.., the same values as slot_ and pos_).
+      if constexpr (kRowsAt)
+        Backend::attention(inner_, state_, cc, ca, run_start);
+      else
+        Backend::attention(inner_, state_, cc, ca);
       slot_.clear();
       pos_.clear();
     };
@@ -317,6 +406,83 @@ class DecodeKernels : public ad::KeyedKernels<DecodeKernels<K>, float> {
   // own copy of them (DecodeBackend<cuda::OpKernels>: one launch each for all
   // segments); the others run K's RoPE per segment at its offset.
   static constexpr bool kRowsAt = requires { Backend::kRowsAt; };
+  // A backend with CUDA graphs (DecodeGraphs above).
+  static constexpr bool kGraphs = requires { typename Backend::Graph; };
+  using Graphs = DecodeGraphs<Backend>;
+  bool replaying() const {
+    if constexpr (kGraphs) return graphs_.mode == Graphs::Mode::replay;
+    return false;
+  }
+  // The pass's pattern decided, its ids and rows on the device: launched,
+  // warmed, captured from here, or replayed at copy_to_host.
+  void graph_start() {
+    graphs_.mode = Graphs::Mode::eager;
+    graphs_.current = graphs_.failed = nullptr;
+    host_offsets_ = false;
+    if (!graph_pass || !Backend::graphs_on()) return;
+    std::vector<std::uint32_t> key;
+    if (!Backend::mutant_key_ignores_rows())
+      for (const DecodeSegment& s : segments) key.push_back(static_cast<std::uint32_t>(2 * s.rows + (s.pos == 0)));
+    auto it = graphs_.entries.find(key);
+    if (it == graphs_.entries.end()) {
+      if (graphs_.entries.size() >= Graphs::kMaxPatterns) return;
+      it = graphs_.entries.emplace(std::move(key), typename Graphs::Entry{}).first;
+    }
+    auto& e = it->second;
+    if (e.banned) return;
+    const std::uint64_t epoch = Backend::memory_epoch();
+    graphs_.current = &e;
+    if (e.graph.ready()) {
+      if (epoch == e.epoch || Backend::mutant_no_epoch_check()) {
+        if (Backend::mutant_rows_not_restaged()) Backend::begin_pass(inner_, state_, prev_slot_, prev_pos_);
+        graphs_.mode = Graphs::Mode::replay;
+        return;
+      }
+      e.graph.reset();  // a buffer it reads may have moved
+      e.warm = false;
+    }
+    if (e.warm && e.warm_epoch == epoch) {
+      e.epoch = epoch;
+      e.waits = Backend::host_waits();
+      e.allocs = Backend::allocations();
+      graphs_.mode = Graphs::Mode::capture;  // set first: a capture that cannot begin is abandoned too
+      e.graph.begin_capture();
+      return;
+    }
+    graphs_.mode = Graphs::Mode::warm;
+  }
+  void graph_finish() {
+    auto* e = graphs_.current;
+    const typename Graphs::Mode mode = graphs_.mode;
+    graphs_.mode = Graphs::Mode::eager;
+    graphs_.current = nullptr;
+    switch (mode) {
+      case Graphs::Mode::eager:
+        return;
+      case Graphs::Mode::warm:
+        if (host_offsets_)
+          e->banned = true;
+        else {
+          e->warm = true;
+          e->warm_epoch = Backend::memory_epoch();
+        }
+        return;
+      case Graphs::Mode::capture:
+        graphs_.failed = e;  // until the graph is known good (abandon_graph)
+        e->graph.end_capture();
+        if (host_offsets_ || Backend::host_waits() != e->waits || Backend::allocations() != e->allocs ||
+            Backend::memory_epoch() != e->epoch)
+          throw std::runtime_error(
+              "decode: the CUDA graph capture of a pass saw a host wait, an allocation or a freed buffer (or a "
+              "host-side position); the pass runs again without a graph");
+        graphs_.failed = nullptr;
+        e->graph.launch();
+        return;
+      case Graphs::Mode::replay:
+        e->graph.launch();
+        return;
+    }
+  }
   K& inner_;
   std::size_t slots_, ctx_, hq_, hkv_, dh_, kvdim_;
   std::vector<std::int32_t> row_slot_, row_pos_;
@@ -328,6 +494,10 @@ class DecodeKernels : public ad::KeyedKernels<DecodeKernels<K>, float> {
   std::vector<Buffer<float>> kc_, vc_;
   std::vector<std::int32_t> slot_, pos_;
   typename Backend::State state_;
+  bool host_offsets_ = false;  // this pass ran a kernel at a host-side position offset
+  std::vector<std::int32_t> prev_slot_, prev_pos_;
+  struct NoGraphs {};
+  [[no_unique_address]] std::conditional_t<kGraphs, Graphs, NoGraphs> graphs_;
 };
 
 // A decode session (model.hpp's Decoder) over a model's kernel set K and the
@@ -366,6 +536,7 @@ class DecodeSession final : public Decoder {
     check_room(slot, tokens.size());
     before_pass_(threads);
     std::vector<float> out;
+    dk_.graph_pass = false;
     for (std::size_t at = 0; at < tokens.size(); at += chunk_) {
       const std::size_t n = std::min(chunk_, tokens.size() - at);
       dk_.segments = {{slot, len_[slot], n}};
@@ -395,7 +566,14 @@ class DecodeSession final : public Decoder {
     before_pass_(threads);
     dk_.segments.clear();
     for (std::size_t s : slots) dk_.segments.push_back({s, len_[s], 1});
-    std::vector<float> logits = engine_.decode_logits(tokens.data(), tokens.size(), true);
+    dk_.graph_pass = true;
+    std::vector<float> logits;
+    try {
+      logits = engine_.decode_logits(tokens.data(), tokens.size(), true);
+    } catch (...) {
+      if (!dk_.abandon_graph()) throw;
+      logits = engine_.decode_logits(tokens.data(), tokens.size(), true);  // launched: the pattern is banned
+    }
     for (std::size_t s : slots) ++len_[s];
     return logits;
   }

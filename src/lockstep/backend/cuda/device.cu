@@ -26,6 +26,7 @@ std::unordered_map<void*, std::size_t> g_sizes;
 std::size_t g_bytes = 0, g_allocs = 0, g_peak_bytes = 0, g_reserved = 0;
 std::optional<std::uint32_t> g_poison;
 std::atomic<std::size_t> g_host_waits{0};
+std::uint64_t g_frees = 0;  // memory_epoch(), under g_mutex
 
 __global__ void fill_words_kernel(std::uint32_t* p, std::uint32_t pattern, std::size_t n) {
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
@@ -98,6 +99,7 @@ void device_free(void* p) noexcept {
   auto it = g_sizes.find(p);
   if (it == g_sizes.end()) return;
   g_bytes -= it->second;
+  ++g_frees;
   g_free[it->second].push_back(p);
   g_sizes.erase(it);
 }
@@ -178,6 +180,10 @@ std::size_t device_bytes_used() {
   std::size_t free = 0, total = 0;
   check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
   return total - free;
+}
+std::uint64_t memory_epoch() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return g_frees;
 }
 std::size_t allocation_count() {
   std::lock_guard<std::mutex> lock(g_mutex);

@@ -84,6 +84,11 @@ std::optional<std::uint32_t> poison();
 // made so far (tests use the count to show a steady-state step allocates nothing).
 std::size_t bytes_in_use();
 std::size_t allocation_count();
+// Counts the device blocks handed back (device_free of a live block): while it
+// is unchanged, every pointer a DeviceBuffer has given out still belongs to
+// that buffer, so a CUDA graph captured since then reads and writes the
+// buffers it was captured with (graph.hpp).
+std::uint64_t memory_epoch();
 // Peak memory, for the benchmarks' tables: the high-water mark of
 // bytes_in_use() since the process started or the last reset (what the
 // buffers needed at once), the bytes cudaMalloc has handed the pool (what it

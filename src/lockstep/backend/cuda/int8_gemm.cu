@@ -260,7 +260,10 @@ const char* int8_cublaslt(const std::int8_t* A, const std::int8_t* B, std::int32
   const std::int32_t alpha = 1, beta = 0;
   trace::launched("int8 cublasLt [TN, s8 -> s32]");
   const cublasStatus_t s = cublasLtMatmul(l.handle, p.op, &alpha, B, p.a, A, p.b, &beta, C, p.c, C, p.c, &p.algo,
-                                          l.workspace.data(), kLtWorkspace, stream);
+                                          l.workspace.data(), kLtWorkspace,
+                                          // cuBLASLt's stream 0 is the legacy stream; the backend's is the
+                                          // calling thread's (CMakeLists.txt: --default-stream=per-thread).
+                                          stream != nullptr ? stream : cudaStreamPerThread);
   if (s != CUBLAS_STATUS_SUCCESS) {
     p.refused = lt_status("matmul", s);
     return p.refused.c_str();
