@@ -132,7 +132,7 @@ std::vector<Int8Shape> cublaslt_shapes() {
 // --- the row quantizer (gemm_launch.hpp's row_quantize_i8) ------------------
 // Against ops::quantize_rows (the CPU's), codes and steps, and the dequantized
 // q·step where asked: the warp-a-row path and the CTA-a-row path of few rows
-// (quant.cu: N <= 32, K <= 12288, 16-byte loads where aligned), the decode's
+// (quant.cu: N <= 32, K <= 8192, 16-byte loads where aligned), the decode's
 // widths (2560, 6912) among them. Each row's values span a different scale;
 // row 1 holds -0, +inf and a NaN where it is long enough. The codes are
 // written into the middle of a buffer filled with the pass's pattern, which
@@ -200,7 +200,7 @@ std::vector<QuantShape> quant_shapes() {
       {1, 6912},  {32, 6912}, {33, 6912},               //
       {3, 2561},  {2, 1},     {5, 97},                  // K % 4 != 0: scalar loads
       {4, 2560, 1},                                     // x off 16-byte alignment: scalar loads
-      {5, 12288}, {2, 12289},                           // the CTA path's widest row, and one past it
+      {5, 8192}, {2, 8193},                             // the CTA path's widest row, and one past it
   };
 }
 

@@ -115,7 +115,7 @@ __global__ void rmsnorm_fwd_kernel(std::size_t rows, std::size_t D, float eps, c
 // every thread writes its part of y. Same bits as rmsnorm_fwd_kernel.
 constexpr unsigned kFewRows = 32;            // rows <= this: a CTA per row
 constexpr unsigned kRowCtaThreads = 256;     // 8 warps: up to 8 chunks folded at once
-constexpr std::size_t kRowCtaMaxDim = 12288;  // the staged row: 48 KiB of shared memory, the default limit
+constexpr std::size_t kRowCtaMaxDim = 8192;  // the staged row: 32 KiB of dynamic shared memory (48 KiB, the default limit, is static + dynamic: 12288 failed to launch on the H200)
 
 // Vec: x, w and y 16-byte aligned and D % 4 == 0 (the host checks). Blocked:
 // the mutant (Mutant::rmsnorm_rows_blocked_lanes): lane j folds a contiguous

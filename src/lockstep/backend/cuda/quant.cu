@@ -117,7 +117,7 @@ __global__ void __launch_bounds__(256) row_codes(const float* __restrict__ x, st
 // block's max taken from warp 0's elements only.
 constexpr std::size_t kFewRows = 32;
 constexpr unsigned kRowCtaThreads = 256;
-constexpr std::size_t kRowCtaMaxK = 12288;  // the staged row: 48 KiB of shared memory
+constexpr std::size_t kRowCtaMaxK = 8192;  // the staged row: 32 KiB of dynamic shared memory (48 KiB, the default limit, counts the static arrays too: K 12288 failed to launch, "invalid argument", on the H200)
 
 struct AbsMax {
   std::int32_t key = red::detail::order_key(num::float_of(0xFF800000u));  // -inf
