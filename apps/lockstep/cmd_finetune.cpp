@@ -42,6 +42,7 @@ class FinetuneCommand final : public Command {
     cmd_->add_option("--out", out_, "the run directory (adapter/ in PEFT's format, lora_state.safetensors, finetune_state.json, metrics.jsonl)")
         ->required();
     cmd_->add_option("--tokenizer", tokenizer_, "a Hugging Face tokenizer.json instead of the base's");
+    cmd_->add_option("--device", device_, "cpu or cuda (the same adapter bits either way)")->capture_default_str();
     const train::FinetuneConfig d;
     num_.add(cmd_, "rank", "LoRA rank r", num_text(d.lora.rank));
     num_.add(cmd_, "alpha", "lora_alpha (scale alpha/r)", num_text(d.lora.alpha));
@@ -103,6 +104,7 @@ class FinetuneCommand final : public Command {
       ModelSource src;
       (is_lockstep_checkpoint(base_) ? src.checkpoint : src.model_file) = base_;
       src.tokenizer = tokenizer_;
+      src.device = device_;
       m = src.load();
       records = data::read_sft_jsonl(data_, *m.tokenizer);
     } catch (const std::exception& e) {
@@ -131,7 +133,7 @@ class FinetuneCommand final : public Command {
   }
 
  private:
-  std::string base_, data_, out_, tokenizer_;
+  std::string base_, data_, out_, tokenizer_, device_ = "cpu";
   bool resume_ = false;
   NumericFlags num_;
   train::FinetuneConfig c_;

@@ -10,8 +10,10 @@
 // of seq + 1 Philox tokens, every token scored, so each step is batch x seq
 // tokens. tok/s is over the steps after the warm-up ones (metrics.jsonl's
 // elapsed_s). Peak GPU memory: the device pool's high-water mark from after
-// the start-up gates to the end (PyTorch's torch.cuda.max_memory_allocated is
-// the peer), and the device's used memory (cudaMemGetInfo) at the end.
+// the model was made to the end (PyTorch's torch.cuda.max_memory_allocated is
+// the peer; it includes what the CUDA model holds from its construction until
+// the first step frees it: AdamW moments for every parameter), what is in use
+// at the end (the steady state), and the device's used memory (cudaMemGetInfo).
 // Prints one line. bench/lora/peft_reference.py is the transformers + PEFT peer.
 #include <unistd.h>
 
@@ -133,8 +135,10 @@ int main(int argc, char** argv) {
     std::string memory = "peak GPU memory -";
 #ifdef LOCKSTEP_HAVE_CUDA
     if (a.device == "cuda")
-      memory = fmt::format("peak GPU memory {:.2f} GiB (pool high-water), {:.2f} GiB used (cudaMemGetInfo)",
+      memory = fmt::format("peak GPU memory {:.2f} GiB (pool high-water since the model was made), {:.2f} GiB in use "
+                           "at the end, {:.2f} GiB used (cudaMemGetInfo)",
                            static_cast<double>(cuda::peak_bytes_in_use()) / (1ull << 30),
+                           static_cast<double>(cuda::bytes_in_use()) / (1ull << 30),
                            static_cast<double>(cuda::device_bytes_used()) / (1ull << 30));
 #endif
     std::printf("lockstep lora %s %s seq %lld batch %lld r %lld targets %s: %.1f tok/s over %lld steps (last loss %.4f), "

@@ -62,7 +62,9 @@ def main():
     except TypeError:  # a transformers whose config takes RoPE as rope_parameters
         cfg = BitNetConfig(rope_parameters={"rope_type": "default", "rope_theta": 500000.0}, **shape)
     torch.manual_seed(1)
-    model = BitNetForCausalLM(cfg).to(device=dev, dtype=dtype)
+    with torch.device(dev):  # initialized on the device (a 2.4B-parameter init on the host takes minutes)
+        model = BitNetForCausalLM(cfg)
+    model = model.to(dtype=dtype)
     lora = LoraConfig(r=a.rank, lora_alpha=a.alpha, lora_dropout=a.dropout,
                       target_modules=a.targets.split(","), bias="none", task_type="CAUSAL_LM")
     model = get_peft_model(model, lora)

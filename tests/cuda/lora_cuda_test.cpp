@@ -9,7 +9,8 @@
 //    mul then add) the same finetune ends elsewhere: the comparison has teeth
 //    (the start-up gates reject the mutant too: gate_mutants_test.cpp);
 //  * the facts demo's GPU twin (the fixture of tests/train/finetune_test.cpp):
-//    the Austen base trained and finetuned on the device answers >= 9 of 10.
+//    the Austen base trained and finetuned on the device answers >= 9 of 10,
+//    on the CPU demo's adapter bits.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -206,7 +207,14 @@ TEST(CudaLora, FactsDemoTeachesTenInventedFactsOnTheGpu) {
               static_cast<double>(rep.last_loss), static_cast<unsigned long long>(rep.adapter_hash));
   EXPECT_EQ(before, 0u);
   EXPECT_GE(right, 9u);
+  // The same demo on the CPU (finetune_test.cpp's): the same base, the same adapter bits.
+  auto cpu = austen_base(rdb, 400);
+  const auto cpu_dir = temp_dir("facts_gpu_twin_cpu");
+  const auto cpu_rep = tr::finetune(*cpu, facts_records(), facts_config(), cpu_dir.string());
+  std::printf("facts on the CPU: adapter %016llx\n", static_cast<unsigned long long>(cpu_rep.adapter_hash));
+  EXPECT_EQ(rep.adapter_hash, cpu_rep.adapter_hash);
   fs::remove_all(dir);
+  fs::remove_all(cpu_dir);
 }
 
 }  // namespace

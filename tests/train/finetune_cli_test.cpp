@@ -10,11 +10,7 @@
 #include <string>
 
 #include "../common/run_command.hpp"
-#include "lockstep/model/config.hpp"
-#include "lockstep/model/model.hpp"
-#include "lockstep/tok/bpe.hpp"
-#include "lockstep/tok/bpe_train.hpp"
-#include "lockstep/train/checkpoint.hpp"
+#include "micro_checkpoint.hpp"
 
 namespace fs = std::filesystem;
 
@@ -31,30 +27,15 @@ TEST(FinetuneCli, HelpShowsEveryDefault) {
   for (const char* want : {"--rank NUM=8", "--alpha NUM=16", "--dropout NUM=0.05", "--targets TEXT=[q_proj,v_proj]",
                            "--lr NUM=0.0002", "--beta1 NUM=0.9", "--beta2 NUM=0.999", "--weight-decay NUM=0.01",
                            "--warmup-ratio NUM=0.06", "--clip NUM=1", "--rslora", "--resume", "--base", "--data",
-                           "--out"})
+                           "--out", "--device TEXT=cpu"})
     EXPECT_NE(h.find(want), std::string::npos) << want << "\n" << h;
-}
-
-// A lockstep checkpoint of a micro LLaMA with a small trained BPE vocabulary.
-fs::path micro_checkpoint(const fs::path& dir) {
-  lockstep::tok::BpeTrainOptions o;
-  o.vocab_size = 300;
-  const auto tok = lockstep::tok::train_bpe(std::string_view("the cat sat on the mat; the rat ate the cat's hat. ") ,o);
-  auto cfg = lockstep::model::preset("llama-micro");
-  cfg.vocab_size = 300;
-  auto model = lockstep::model::make_cpu_model(cfg);
-  model->init(2);
-  lockstep::train::OptimizerState opt;
-  opt.init(*model);
-  lockstep::train::CheckpointMeta meta;
-  return lockstep::train::save_checkpoint(dir.string(), *model, opt, meta, lockstep::tok::to_hf_tokenizer_json(tok));
 }
 
 TEST(FinetuneCli, RefusesBadInputByNameAndRunsOnACheckpoint) {
   const fs::path dir = fs::temp_directory_path() / ("lockstep_finetune_cli_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
-  const fs::path ck = micro_checkpoint(dir / "base");
+  const fs::path ck = lockstep::test::micro_checkpoint(dir / "base");
   const fs::path good = dir / "good.jsonl", bad = dir / "bad.jsonl";
   std::ofstream(good) << "{\"prompt\": \"the cat\", \"completion\": \" sat\"}\n{\"prompt\": \"the rat\", \"completion\": \" ate\"}\n";
   std::ofstream(bad) << "{\"prompt\": \"the cat\", \"completion\": \" sat\"}\n{\"prompt\": \"the rat\",\n";
@@ -66,6 +47,10 @@ TEST(FinetuneCli, RefusesBadInputByNameAndRunsOnACheckpoint) {
                 " --lr fast", &st);
   EXPECT_EQ(st, 2) << out;
   EXPECT_NE(out.find("--lr"), std::string::npos) << out;
+  out = cli("finetune --base " + ck.string() + " --data " + good.string() + " --out " + (dir / "o").string() +
+                " --device tpu", &st);
+  EXPECT_EQ(st, 2) << out;
+  EXPECT_NE(out.find("--device"), std::string::npos) << out;
   out = cli("finetune --base " + ck.string() + " --data " + good.string() + " --out " + (dir / "o").string() +
                 " --targets c_attn --steps 2", &st);
   EXPECT_NE(st, 0) << out;

@@ -111,8 +111,10 @@ TEST(Finetune, FactsDemoTeachesTenInventedFacts) {
     right += got == c;
     std::printf("  %-50s -> \"%s\"%s\n", p.c_str(), got.c_str(), got == c ? "" : "   (wrong)");
   }
-  std::printf("facts: %zu/10 after finetuning (%zu before); base %.1f s, finetune %lld steps %.1f s, last loss %.4f\n",
-              right, before, base_s, static_cast<long long>(rep.step), rep.seconds, static_cast<double>(rep.last_loss));
+  std::printf("facts: %zu/10 after finetuning (%zu before); base %.1f s, finetune %lld steps %.1f s, last loss %.4f, "
+              "adapter %016llx\n",
+              right, before, base_s, static_cast<long long>(rep.step), rep.seconds, static_cast<double>(rep.last_loss),
+              static_cast<unsigned long long>(rep.adapter_hash));
   EXPECT_EQ(before, 0u);
   EXPECT_GE(right, 9u);
   fs::remove_all(dir);

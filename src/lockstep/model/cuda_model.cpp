@@ -124,13 +124,21 @@ class DeviceStorage {
       if (i == device_.size()) device_.emplace_back();
       DeviceParam& d = device_[i];
       const Param& h = host_[i];
-      if (d.name != h.name || d.shape != h.shape || d.value.size() != h.value.size() ||
-          d.grad.size() != h.grad.size()) {
+      if (d.name != h.name || d.shape != h.shape || d.value.size() != h.value.size()) {
         d.name = h.name;
         d.shape = h.shape;
         d.value.resize(h.value.size());
-        d.grad.resize(h.grad.size());
-        device_values_ = device_grads_ = false;
+        device_values_ = false;
+      }
+      // A frozen parameter's gradient is never written on the device (the
+      // engine gives it a discarded destination, or none): no buffer.
+      const std::size_t grad_n = h.trainable ? h.grad.size() : 0;
+      if (d.grad.size() != grad_n) {
+        if (grad_n == 0)
+          cuda::DeviceBuffer<float>().swap(d.grad);
+        else
+          d.grad.resize(grad_n);
+        device_grads_ = false;
       }
       d.decay = h.decay;
       d.trainable = h.trainable;
