@@ -19,7 +19,9 @@
 // pass). The bound: each decode pass reads every weight once, in the form the
 // decode backend reads it, and each sequence's K and V cache rows
 // (2·layers·kv_dim·4 bytes a position, at the pass's mean length):
-//   * CPU: every weight f32 (4 bytes; BitLinear's codes are packed as floats);
+//   * CPU: BitLinear's 2-bit codes (M·16·ceil(K/64) bytes a matrix, read by
+//     cpu::ternary_gemm at any batch), every other weight f32 (4 bytes); the
+//     token embedding only its B rows when it is not also the head;
 //   * CUDA: BitLinear's 2-bit codes (M·16·ceil(K/64) bytes a matrix), a
 //     Linear of >= 4096 outputs (the head) as f16 when its values are f16
 //     (2 bytes) else f32, every other weight f32; the token embedding only its
@@ -126,6 +128,7 @@ double weight_bytes(const lockstep::model::ModelConfig& cfg, const std::vector<l
                     bool cuda, bool head_f16, std::size_t batch) {
   double total = 0;
   const bool gemv = cuda && batch <= 32;
+  const bool two_bit = gemv || !cuda;  // where BitLinear reads its 2-bit codes
   for (const auto& p : ps) {
     const auto n = static_cast<double>(p.value.size());
     const bool embed = p.name.find("embed_tokens") != std::string::npos;
@@ -133,7 +136,7 @@ double weight_bytes(const lockstep::model::ModelConfig& cfg, const std::vector<l
     if (embed && !cfg.tie_embeddings) continue;  // only B rows of it: counted per token
     if (head) {
       total += (gemv && cfg.vocab_size >= 4096 && head_f16 ? 2.0 : 4.0) * n;
-    } else if (gemv && cfg.family == lockstep::model::Family::Bitnet && p.shape.size() == 2) {
+    } else if (two_bit && cfg.family == lockstep::model::Family::Bitnet && p.shape.size() == 2) {
       const auto rows = static_cast<double>(p.shape[0]);
       const auto units = static_cast<double>((p.shape[1] + 63) / 64);
       total += rows * 16.0 * units;
