@@ -10,7 +10,9 @@
 // embedding as head) with values filled in parallel instead of the
 // initializer (fast for 2.4G parameters): the embedding on an f16 grid (an
 // F16 embedding, as the synthetic GGUF's), the projections uniform (their
-// ternary codes about a third each), the norms 1. --ctx still applies.
+// ternary codes about a third each), the norms 1. --ctx still applies, and
+// so does --layers when given (fewer layers of the same shapes: the model
+// holds values and gradients in f32, 19.4 GB at 30 layers).
 //
 // For each batch size B: B sequences of P prompt tokens are prefilled (timed:
 // prefill tokens/s; a one-token pass first, not timed, so the session's
@@ -20,8 +22,10 @@
 // decode backend reads it, and each sequence's K and V cache rows
 // (2·layers·kv_dim·4 bytes a position, at the pass's mean length):
 //   * CPU: BitLinear's 2-bit codes (M·16·ceil(K/64) bytes a matrix, read by
-//     cpu::ternary_gemm at any batch), every other weight f32 (4 bytes); the
-//     token embedding only its B rows when it is not also the head;
+//     cpu::ternary_gemm at any batch), a Linear of >= 4096 outputs (the head)
+//     as f16 when its values are f16 (cpu::half_gemm) else f32, every other
+//     weight f32 (4 bytes); the token embedding only its B rows when it is
+//     not also the head;
 //   * CUDA: BitLinear's 2-bit codes (M·16·ceil(K/64) bytes a matrix), a
 //     Linear of >= 4096 outputs (the head) as f16 when its values are f16
 //     (2 bytes) else f32, every other weight f32; the token embedding only its
@@ -135,7 +139,7 @@ double weight_bytes(const lockstep::model::ModelConfig& cfg, const std::vector<l
     const bool head = p.name.find("lm_head") != std::string::npos || (embed && cfg.tie_embeddings);
     if (embed && !cfg.tie_embeddings) continue;  // only B rows of it: counted per token
     if (head) {
-      total += (gemv && cfg.vocab_size >= 4096 && head_f16 ? 2.0 : 4.0) * n;
+      total += ((gemv || !cuda) && cfg.vocab_size >= 4096 && head_f16 ? 2.0 : 4.0) * n;
     } else if (two_bit && cfg.family == lockstep::model::Family::Bitnet && p.shape.size() == 2) {
       const auto rows = static_cast<double>(p.shape[0]);
       const auto units = static_cast<double>((p.shape[1] + 63) / 64);
@@ -155,6 +159,7 @@ int main(int argc, char** argv) {
   long d = 1024, layers = 8, heads = 16, kv = 4, ff = 2816, vocab = 32000, ctx = 512;
   long prompt = 32, tokens = 32;
   int threads = 0;
+  bool layers_given = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -166,7 +171,7 @@ int main(int argc, char** argv) {
     else if (a == "--device") device = next();
     else if (a == "--batch") batches = next();
     else if (a == "--d") d = std::stol(next());
-    else if (a == "--layers") layers = std::stol(next());
+    else if (a == "--layers") layers = std::stol(next()), layers_given = true;
     else if (a == "--heads") heads = std::stol(next());
     else if (a == "--kv-heads") kv = std::stol(next());
     else if (a == "--ff") ff = std::stol(next());
@@ -185,6 +190,7 @@ int main(int argc, char** argv) {
   if (!preset.empty()) {
     cfg = model::preset(preset);
     cfg.max_seq = ctx;
+    if (layers_given) cfg.n_layer = layers;
     vocab = cfg.vocab_size;
     d = cfg.d_model;
     layers = cfg.n_layer;

@@ -37,6 +37,7 @@
 
 #include "lockstep/backend/cpu/decode.hpp"
 #include "lockstep/backend/cpu/gemm.hpp"
+#include "lockstep/backend/cpu/half_gemm.hpp"
 #include "lockstep/backend/cpu/ops.hpp"
 #include "lockstep/backend/cpu/ternary_gemm.hpp"
 #include "lockstep/model/model.hpp"
@@ -59,7 +60,10 @@ struct DecodeBackend;
 // The CPU's: the cached attention and the cache writes of backend/cpu/decode.cpp,
 // and the projections on weights packed once per session (cpu::gemm packs
 // its B operand on every call — for one token a pass that is most of the
-// work): Linear = cpu::gemm_packed (gemm's chains, the same bits) + the bias;
+// work): Linear = cpu::gemm_packed (gemm's chains, the same bits) + the bias,
+// or, for a Linear of >= 4096 outputs whose weights are all f16 values (a tied
+// F16 embedding as the head), cpu::half_gemm (the same chains on the weights
+// read as f16: half the bytes) + the bias;
 // BitLinear = the spec's ternary weight codes and scale (ops::quantize_ternary,
 // what the CPU kernel computes) packed once as 2-bit codes (cpu::pack_ternary:
 // a pass reads 1/16 of the f32 codes' bytes), the activation rows quantized
@@ -69,9 +73,13 @@ struct DecodeBackend;
 // was at its first use.
 template <>
 struct DecodeBackend<cpu::OpKernels> {
+  // A Linear of at least this many outputs (the LM head) is read as f16 where
+  // f16 holds all its weights (cpu::half_gemm: the same chains, half the bytes).
+  static constexpr std::size_t kHalfMinOut = 4096;
   struct Packed {
-    std::vector<float> b;  // [K, ldb]
+    std::vector<float> b;  // [K, ldb]; empty when `half` holds the weights
     std::size_t ldb = 0;
+    cpu::HalfPanels half;
   };
   struct State {
     std::unordered_map<const float*, Packed> packed;
@@ -81,9 +89,11 @@ struct DecodeBackend<cpu::OpKernels> {
     auto it = st.packed.find(w);
     if (it != st.packed.end()) return it->second;
     Packed p;
-    p.ldb = cpu::packed_ld(out);
-    p.b.resize(in * p.ldb);
-    cpu::pack_b(out, in, w, 1, in, p.b.data(), threads);
+    if (out < kHalfMinOut || !cpu::pack_half(w, out, in, p.half, threads)) {
+      p.ldb = cpu::packed_ld(out);
+      p.b.resize(in * p.ldb);
+      cpu::pack_b(out, in, w, 1, in, p.b.data(), threads);
+    }
     return st.packed.emplace(w, std::move(p)).first->second;
   }
   static const cpu::TernaryMatrix& ternary(State& st, const float* w, std::size_t out, std::size_t in, int threads) {
@@ -94,7 +104,10 @@ struct DecodeBackend<cpu::OpKernels> {
   }
   static void linear(cpu::OpKernels& k, State& st, const ops::Linear::Config& c, const ops::Linear::FwdArgs<float>& a) {
     const Packed& p = packed(st, a.w, c.out, c.in, k.threads);
-    cpu::gemm_packed(c.rows, c.out, c.in, a.x, c.in, 1, p.b.data(), p.ldb, a.y, c.out, k.threads);
+    if (p.half.rows != 0)
+      cpu::half_gemm(p.half, a.x, c.rows, a.y, k.threads);
+    else
+      cpu::gemm_packed(c.rows, c.out, c.in, a.x, c.in, 1, p.b.data(), p.ldb, a.y, c.out, k.threads);
     if (!c.bias) return;
     for (std::size_t n = 0; n < c.rows; ++n)
       for (std::size_t m = 0; m < c.out; ++m) a.y[n * c.out + m] = a.y[n * c.out + m] + a.b[m];
