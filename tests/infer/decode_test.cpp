@@ -90,9 +90,9 @@ TEST_P(Decode, AloneEqualsAmongSevenOthersOnAnyThreadCount) {
 
 INSTANTIATE_TEST_SUITE_P(Micro, Decode, ::testing::ValuesIn(mt::micro_configs(true)), name_of);
 
-// Heads of >= 4096 outputs, which the CPU decode backend reads as f16 where
-// f16 holds them (model/decode.hpp, kHalfMinOut: cpu::half_gemm) and as f32
-// otherwise: bitnet's tied head (the embedding) both ways, llama's untied one f16.
+// Heads of >= 4096 outputs, which the CPU decode backend runs on column
+// panels (model/decode.hpp, kPanelMinOut: cpu::panel_gemm), f16 where f16
+// holds them and f32 otherwise: bitnet's tied head (the embedding) both ways, llama's untied one f16.
 std::vector<mt::NamedConfig> wide_head_configs() {
   model::ModelConfig b = model::preset("bitnet-micro");
   b.vocab_size = 5000;

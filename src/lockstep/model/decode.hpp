@@ -37,7 +37,7 @@
 
 #include "lockstep/backend/cpu/decode.hpp"
 #include "lockstep/backend/cpu/gemm.hpp"
-#include "lockstep/backend/cpu/half_gemm.hpp"
+#include "lockstep/backend/cpu/panel_gemm.hpp"
 #include "lockstep/backend/cpu/ops.hpp"
 #include "lockstep/backend/cpu/ternary_gemm.hpp"
 #include "lockstep/model/model.hpp"
@@ -61,9 +61,9 @@ struct DecodeBackend;
 // and the projections on weights packed once per session (cpu::gemm packs
 // its B operand on every call — for one token a pass that is most of the
 // work): Linear = cpu::gemm_packed (gemm's chains, the same bits) + the bias,
-// or, for a Linear of >= 4096 outputs whose weights are all f16 values (a tied
-// F16 embedding as the head), cpu::half_gemm (the same chains on the weights
-// read as f16: half the bytes) + the bias;
+// or, for a Linear of >= 4096 outputs (the head), cpu::panel_gemm (the same
+// chains on weights in contiguous column panels), its weights read as f16
+// where f16 holds them all (a tied F16 embedding as the head: half the bytes);
 // BitLinear = the spec's ternary weight codes and scale (ops::quantize_ternary,
 // what the CPU kernel computes) packed once as 2-bit codes (cpu::pack_ternary:
 // a pass reads 1/16 of the f32 codes' bytes), the activation rows quantized
@@ -73,12 +73,13 @@ struct DecodeBackend;
 // was at its first use.
 template <>
 struct DecodeBackend<cpu::OpKernels> {
-  // A Linear of at least this many outputs (the LM head) is read as f16 where
-  // f16 holds all its weights (cpu::half_gemm: the same chains, half the bytes).
-  static constexpr std::size_t kHalfMinOut = 4096;
+  // A Linear of at least this many outputs (the LM head) runs on column panels
+  // (cpu::panel_gemm: the same chains), f16 where f16 holds all its weights.
+  static constexpr std::size_t kPanelMinOut = 4096;
   struct Packed {
-    std::vector<float> b;  // [K, ldb]; empty when `half` holds the weights
+    std::vector<float> b;  // [K, ldb] (gemm_packed), or empty: the weights are in a panel form
     std::size_t ldb = 0;
+    cpu::FloatPanels f32;
     cpu::HalfPanels half;
   };
   struct State {
@@ -89,10 +90,12 @@ struct DecodeBackend<cpu::OpKernels> {
     auto it = st.packed.find(w);
     if (it != st.packed.end()) return it->second;
     Packed p;
-    if (out < kHalfMinOut || !cpu::pack_half(w, out, in, p.half, threads)) {
+    if (out < kPanelMinOut) {
       p.ldb = cpu::packed_ld(out);
       p.b.resize(in * p.ldb);
       cpu::pack_b(out, in, w, 1, in, p.b.data(), threads);
+    } else if (!cpu::pack_half(w, out, in, p.half, threads)) {
+      p.f32 = cpu::pack_panels(w, out, in, threads);
     }
     return st.packed.emplace(w, std::move(p)).first->second;
   }
@@ -105,7 +108,9 @@ struct DecodeBackend<cpu::OpKernels> {
   static void linear(cpu::OpKernels& k, State& st, const ops::Linear::Config& c, const ops::Linear::FwdArgs<float>& a) {
     const Packed& p = packed(st, a.w, c.out, c.in, k.threads);
     if (p.half.rows != 0)
-      cpu::half_gemm(p.half, a.x, c.rows, a.y, k.threads);
+      cpu::panel_gemm(p.half, a.x, c.rows, a.y, k.threads);
+    else if (p.f32.rows != 0)
+      cpu::panel_gemm(p.f32, a.x, c.rows, a.y, k.threads);
     else
       cpu::gemm_packed(c.rows, c.out, c.in, a.x, c.in, 1, p.b.data(), p.ldb, a.y, c.out, k.threads);
     if (!c.bias) return;
