@@ -48,6 +48,7 @@
 
 #include <fmt/format.h>
 
+#include "list_arg.hpp"
 #include "lockstep/ad/rng.hpp"
 #include "lockstep/model/model.hpp"
 #include "lockstep/util/parallel.hpp"
@@ -90,17 +91,7 @@ double device_copy_bandwidth(std::size_t bytes, int reps) {
 }
 #endif
 
-std::vector<std::size_t> parse_list(const std::string& s) {
-  std::vector<std::size_t> v;
-  std::size_t at = 0;
-  while (at < s.size()) {
-    const std::size_t comma = s.find(',', at);
-    v.push_back(std::stoul(s.substr(at, comma - at)));
-    if (comma == std::string::npos) break;
-    at = comma + 1;
-  }
-  return v;
-}
+using lockstep::bench::parse_list;
 
 // Fills the parameters of a large synthetic model (2.4G values) in parallel:
 // 16-bit hashes of (parameter, index) mapped to values; the embedding on the

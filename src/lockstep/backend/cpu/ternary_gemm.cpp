@@ -41,6 +41,7 @@ namespace {
 Mutant g_mutant = Mutant::none;
 
 constexpr std::size_t kChunkWords = 16;  // one zmm of words: 256 codes
+constexpr std::size_t kPrefetchBytes = 8192;  // software prefetch distance (docs/perf/DECODE_CPU.md: the runs, mixed under load)
 
 // Σ_k xq[n, k], exact (|Σ| <= 127·131071).
 std::int32_t code_sum(const std::int8_t* x, std::size_t K) {
@@ -88,13 +89,17 @@ std::vector<std::int8_t> permute_codes(const std::int8_t* xq, std::size_t N, std
   return p;
 }
 
+// The 16 lanes' sum (exact: the lanes hold a split of an int32 sum): a tree of
+// four shuffle-adds, all within zmm. The maskz forms because GCC 12's plain
+// shuffles and 512 -> 256/128 casts pass through _mm512_undefined_* and trip
+// -Wmaybe-uninitialized.
 LOCKSTEP_VNNI_TARGET inline std::int32_t lane_sum(__m512i v) {
-  // Through memory: GCC 12's 512->256 extract intrinsics trip -Wmaybe-uninitialized.
-  alignas(64) std::int32_t lanes[16];
-  _mm512_store_si512(lanes, v);
-  std::int32_t s = 0;
-  for (std::int32_t x : lanes) s += x;
-  return s;
+  const auto all = static_cast<__mmask16>(0xFFFF);
+  v = _mm512_add_epi32(v, _mm512_maskz_shuffle_i32x4(all, v, v, 0x4E));  // 256-bit halves
+  v = _mm512_add_epi32(v, _mm512_maskz_shuffle_i32x4(all, v, v, 0xB1));  // 128-bit quarters
+  v = _mm512_add_epi32(v, _mm512_maskz_shuffle_epi32(all, v, static_cast<_MM_PERM_ENUM>(0x4E)));
+  v = _mm512_add_epi32(v, _mm512_maskz_shuffle_epi32(all, v, static_cast<_MM_PERM_ENUM>(0xB1)));
+  return _mm512_cvtsi512_si32(v);
 }
 
 // RM weight rows from `rows` (W words apart) against RN permuted activation
@@ -124,7 +129,14 @@ LOCKSTEP_VNNI_TARGET void vnni_block(const std::uint32_t* rows, std::size_t W, c
     const __mmask16 lanes = c < full ? static_cast<__mmask16>(0xFFFF) : tail;
     __m512i wv[RM];
 #pragma GCC unroll 8
-    for (std::size_t r = 0; r < RM; ++r) wv[r] = _mm512_maskz_loadu_epi32(lanes, rows + r * W + c * kChunkWords);
+    for (std::size_t r = 0; r < RM; ++r) {
+      wv[r] = _mm512_maskz_loadu_epi32(lanes, rows + r * W + c * kChunkWords);
+      // 8 KiB ahead of each row's chunk: a block's rows are short streams (K/4
+      // bytes each), too short for the hardware prefetchers to lock on; a
+      // thread's rows are contiguous, so this is the words it reads next.
+      // (A prefetch past the matrix is harmless: it never faults.)
+      _mm_prefetch(reinterpret_cast<const char*>(rows + r * W + c * kChunkWords) + kPrefetchBytes, _MM_HINT_T0);
+    }
 #pragma GCC unroll 4
     for (unsigned j = 0; j < 4; ++j) {
       __m512i f[RM];
