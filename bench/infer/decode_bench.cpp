@@ -12,7 +12,7 @@
 // F16 embedding, as the synthetic GGUF's), the projections uniform (their
 // ternary codes about a third each), the norms 1. --ctx still applies, and
 // so does --layers when given (fewer layers of the same shapes: the model
-// holds values and gradients in f32, 19.4 GB at 30 layers).
+// holds values and gradients in f32, 19.3 GB at 30 layers).
 //
 // For each batch size B: B sequences of P prompt tokens are prefilled (timed:
 // prefill tokens/s; a one-token pass first, not timed, so the session's

@@ -41,7 +41,7 @@ namespace {
 Mutant g_mutant = Mutant::none;
 
 constexpr std::size_t kChunkWords = 16;  // one zmm of words: 256 codes
-constexpr std::size_t kPrefetchBytes = 8192;  // software prefetch distance (docs/perf/DECODE_CPU.md: the runs, mixed under load)
+constexpr std::size_t kPrefetchBytes = 8192, kShortRowBytes = 1024;  // vnni_block's software prefetch
 
 // Σ_k xq[n, k], exact (|Σ| <= 127·131071).
 std::int32_t code_sum(const std::int8_t* x, std::size_t K) {
@@ -115,6 +115,10 @@ LOCKSTEP_VNNI_TARGET void vnni_block(const std::uint32_t* rows, std::size_t W, c
   const auto all = static_cast<__mmask16>(0xFFFF);
   const std::size_t full = W / kChunkWords, rest = W % kChunkWords;
   const std::size_t xstride = chunks * 256;
+  // Rows shorter than kShortRowBytes (K < 4096) are streams too short for the
+  // hardware prefetchers to lock on: prefetch kPrefetchBytes ahead; longer ones
+  // ran slower with it (docs/perf/DECODE_CPU.md).
+  const std::size_t pf = W * sizeof(std::uint32_t) < kShortRowBytes ? kPrefetchBytes : 0;
   __m512i acc[RN][RM];
 #pragma GCC unroll 8
   for (std::size_t n = 0; n < RN; ++n)
@@ -131,11 +135,10 @@ LOCKSTEP_VNNI_TARGET void vnni_block(const std::uint32_t* rows, std::size_t W, c
 #pragma GCC unroll 8
     for (std::size_t r = 0; r < RM; ++r) {
       wv[r] = _mm512_maskz_loadu_epi32(lanes, rows + r * W + c * kChunkWords);
-      // 8 KiB ahead of each row's chunk: a block's rows are short streams (K/4
-      // bytes each), too short for the hardware prefetchers to lock on; a
-      // thread's rows are contiguous, so this is the words it reads next.
-      // (A prefetch past the matrix is harmless: it never faults.)
-      _mm_prefetch(reinterpret_cast<const char*>(rows + r * W + c * kChunkWords) + kPrefetchBytes, _MM_HINT_T0);
+      // Ahead of each row's chunk (pf bytes: a thread's rows are contiguous, so
+      // these are the words it reads next). A prefetch past the matrix is
+      // harmless: it never faults; pf = 0 re-touches the line just loaded.
+      _mm_prefetch(reinterpret_cast<const char*>(rows + r * W + c * kChunkWords) + pf, _MM_HINT_T0);
     }
 #pragma GCC unroll 4
     for (unsigned j = 0; j < 4; ++j) {
