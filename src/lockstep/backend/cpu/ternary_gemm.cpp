@@ -179,8 +179,10 @@ void vnni_rows(const TernaryMatrix& w, const std::vector<std::int8_t>& xp, std::
                const std::vector<std::int32_t>& xsum, std::size_t N, const float* step, float* y, std::size_t m0,
                std::size_t m1) {
   const bool drop = g_mutant == Mutant::vnni_tail_chunk_dropped;
-  // Blocks of output rows small enough that their words stay in L1 for every group of activation rows.
-  const std::size_t block = std::max<std::size_t>(8, (16 * 1024) / (16 * std::max<std::size_t>(1, w.units)));
+  // Blocks of output rows small enough that their words stay in L1 for every
+  // group of activation rows, a multiple of 8 rows (the register blocks: a
+  // ragged block would run its last rows one at a time).
+  const std::size_t block = std::max<std::size_t>(8, (16 * 1024) / (16 * std::max<std::size_t>(1, w.units)) / 8 * 8);
   for (std::size_t b0 = m0; b0 < m1; b0 += block) {
     const std::size_t b1 = std::min(m1, b0 + block);
     for (std::size_t n0 = 0; n0 < N; n0 += 4) {
