@@ -12,7 +12,9 @@
 // embedding as head) with values filled in parallel instead of the
 // initializer (fast for 2.4G parameters): the embedding on an f16 grid (an
 // F16 embedding, as the synthetic GGUF's), the projections uniform (their
-// ternary codes about a third each), the norms 1. --ctx still applies.
+// ternary codes about a third each), the norms 1. --ctx still applies, and
+// so does --layers when given (fewer layers of the same shapes: the model
+// holds values and gradients in f32, 19.3 GB at 30 layers).
 //
 // For each batch size B: B sequences of P prompt tokens are prefilled (timed:
 // prefill tokens/s; a one-token pass first, not timed, so the session's
@@ -21,7 +23,11 @@
 // pass). The bound: each decode pass reads every weight once, in the form the
 // decode backend reads it, and each sequence's K and V cache rows
 // (2·layers·kv_dim·4 bytes a position, at the pass's mean length):
-//   * CPU: every weight f32 (4 bytes; BitLinear's codes are packed as floats);
+//   * CPU: BitLinear's 2-bit codes (M·16·ceil(K/64) bytes a matrix, read by
+//     cpu::ternary_gemm at any batch), a Linear of >= 4096 outputs (the head)
+//     as f16 when its values are f16 (cpu::half_gemm) else f32, every other
+//     weight f32 (4 bytes); the token embedding only its B rows when it is
+//     not also the head;
 //   * CUDA: BitLinear's 2-bit codes (M·16·ceil(K/64) bytes a matrix), a
 //     Linear of >= 4096 outputs (the head) as f16 when its values are f16
 //     (2 bytes) else f32, every other weight f32; the token embedding only its
@@ -48,6 +54,7 @@
 
 #include <fmt/format.h>
 
+#include "list_arg.hpp"
 #include "lockstep/ad/rng.hpp"
 #include "lockstep/model/model.hpp"
 #include "lockstep/util/parallel.hpp"
@@ -92,17 +99,7 @@ double device_copy_bandwidth(std::size_t bytes, int reps) {
 }
 #endif
 
-std::vector<std::size_t> parse_list(const std::string& s) {
-  std::vector<std::size_t> v;
-  std::size_t at = 0;
-  while (at < s.size()) {
-    const std::size_t comma = s.find(',', at);
-    v.push_back(std::stoul(s.substr(at, comma - at)));
-    if (comma == std::string::npos) break;
-    at = comma + 1;
-  }
-  return v;
-}
+using lockstep::bench::parse_list;
 
 // Fills the parameters of a large synthetic model (2.4G values) in parallel:
 // 16-bit hashes of (parameter, index) mapped to values; the embedding on the
@@ -134,14 +131,15 @@ double weight_bytes(const lockstep::model::ModelConfig& cfg, const std::vector<l
                     bool cuda, bool head_f16, std::size_t batch) {
   double total = 0;
   const bool gemv = cuda && batch <= 32;
+  const bool two_bit = gemv || !cuda;  // where BitLinear reads its 2-bit codes
   for (const auto& p : ps) {
     const auto n = static_cast<double>(p.value.size());
     const bool embed = p.name.find("embed_tokens") != std::string::npos;
     const bool head = p.name.find("lm_head") != std::string::npos || (embed && cfg.tie_embeddings);
     if (embed && !cfg.tie_embeddings) continue;  // only B rows of it: counted per token
     if (head) {
-      total += (gemv && cfg.vocab_size >= 4096 && head_f16 ? 2.0 : 4.0) * n;
-    } else if (gemv && cfg.family == lockstep::model::Family::Bitnet && p.shape.size() == 2) {
+      total += ((gemv || !cuda) && cfg.vocab_size >= 4096 && head_f16 ? 2.0 : 4.0) * n;
+    } else if (two_bit && cfg.family == lockstep::model::Family::Bitnet && p.shape.size() == 2) {
       const auto rows = static_cast<double>(p.shape[0]);
       const auto units = static_cast<double>((p.shape[1] + 63) / 64);
       total += rows * 16.0 * units;
@@ -160,6 +158,7 @@ int main(int argc, char** argv) {
   long d = 1024, layers = 8, heads = 16, kv = 4, ff = 2816, vocab = 32000, ctx = 512;
   long prompt = 32, tokens = 32, profile_passes = 0;
   int threads = 0;
+  bool layers_given = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -171,7 +170,7 @@ int main(int argc, char** argv) {
     else if (a == "--device") device = next();
     else if (a == "--batch") batches = next();
     else if (a == "--d") d = std::stol(next());
-    else if (a == "--layers") layers = std::stol(next());
+    else if (a == "--layers") layers = std::stol(next()), layers_given = true;
     else if (a == "--heads") heads = std::stol(next());
     else if (a == "--kv-heads") kv = std::stol(next());
     else if (a == "--ff") ff = std::stol(next());
@@ -191,6 +190,7 @@ int main(int argc, char** argv) {
   if (!preset.empty()) {
     cfg = model::preset(preset);
     cfg.max_seq = ctx;
+    if (layers_given) cfg.n_layer = layers;
     vocab = cfg.vocab_size;
     d = cfg.d_model;
     layers = cfg.n_layer;

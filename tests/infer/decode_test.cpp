@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <cmath>
 #include <ostream>
 #include <stdexcept>
 #include <string>
@@ -27,6 +28,14 @@ namespace {
 using namespace lockstep;
 using namespace lockstep::infer::testing;
 
+// A head of f16-exact values (k / 1024): the LM head, or the embedding where it is the head.
+void round_head_to_f16_grid(model::Model& m) {
+  const bool tied = m.config().tie_embeddings;
+  for (auto& p : m.params())
+    if (p.name.find(tied ? "embed_tokens" : "lm_head") != std::string::npos)
+      for (auto& v : p.value) v = std::round(v * 1024.0f) / 1024.0f;
+}
+
 class Decode : public ::testing::TestWithParam<mt::NamedConfig> {
  protected:
   void SetUp() override {  // split even micro shapes over threads
@@ -38,6 +47,7 @@ class Decode : public ::testing::TestWithParam<mt::NamedConfig> {
   std::unique_ptr<model::Model> model() const {
     auto m = model::make_cpu_model(GetParam().cfg);
     mt::randomize(m->params(), 0xdec0de, 0.2);
+    if (GetParam().name.find("f16-head") != std::string::npos) round_head_to_f16_grid(*m);
     return m;
   }
 };
@@ -79,6 +89,20 @@ TEST_P(Decode, AloneEqualsAmongSevenOthersOnAnyThreadCount) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Micro, Decode, ::testing::ValuesIn(mt::micro_configs(true)), name_of);
+
+// Heads of >= 4096 outputs, which the CPU decode backend runs on column
+// panels (model/decode.hpp, kPanelMinOut: cpu::panel_gemm), f16 where f16
+// holds them and f32 otherwise: bitnet's tied head (the embedding) both ways, llama's untied one f16.
+std::vector<mt::NamedConfig> wide_head_configs() {
+  model::ModelConfig b = model::preset("bitnet-micro");
+  b.vocab_size = 5000;
+  model::ModelConfig l = model::preset("llama-micro");
+  l.vocab_size = 4500;
+  l.tie_embeddings = false;
+  return {{"bitnet-micro/vocab5000", b}, {"bitnet-micro/vocab5000,f16-head", b},
+          {"llama-micro/vocab4500,untied,f16-head", l}};
+}
+INSTANTIATE_TEST_SUITE_P(WideHead, Decode, ::testing::ValuesIn(wide_head_configs()), name_of);
 
 TEST(DecodeBounds, PassesBeyondTheContextAreRefusedAndChangeNothing) {
   auto m = model::make_cpu_model(model::preset("llama-micro"));

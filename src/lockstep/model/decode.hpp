@@ -39,7 +39,9 @@
 
 #include "lockstep/backend/cpu/decode.hpp"
 #include "lockstep/backend/cpu/gemm.hpp"
+#include "lockstep/backend/cpu/panel_gemm.hpp"
 #include "lockstep/backend/cpu/ops.hpp"
+#include "lockstep/backend/cpu/ternary_gemm.hpp"
 #include "lockstep/model/model.hpp"
 #include "lockstep/model/transformer.hpp"
 #include "lockstep/ops/cached_attention.hpp"
@@ -60,42 +62,59 @@ struct DecodeBackend;
 // The CPU's: the cached attention and the cache writes of backend/cpu/decode.cpp,
 // and the projections on weights packed once per session (cpu::gemm packs
 // its B operand on every call — for one token a pass that is most of the
-// work): Linear = cpu::gemm_packed (gemm's chains, the same bits) + the bias;
+// work): Linear = cpu::gemm_packed (gemm's chains, the same bits) + the bias,
+// or, for a Linear of >= 4096 outputs (the head), cpu::panel_gemm (the same
+// chains on weights in contiguous column panels), its weights read as f16
+// where f16 holds them all (a tied F16 embedding as the head: half the bytes);
 // BitLinear = the spec's ternary weight codes and scale (ops::quantize_ternary,
-// what the CPU kernel computes), packed once, the activation rows quantized
-// per call (ops::quantize_rows), the code product, then (acc·step)·scale —
-// the CPU kernel's expression. A session reads each matrix as it was at its
-// first use.
+// what the CPU kernel computes) packed once as 2-bit codes (cpu::pack_ternary:
+// a pass reads 1/16 of the f32 codes' bytes), the activation rows quantized
+// per call (ops::quantize_rows), the exact int32 code product and the op's
+// epilogue (f32(acc)·step)·scale (cpu::ternary_gemm: AVX-512 VNNI where the
+// CPU has it, else scalar; the same bits). A session reads each matrix as it
+// was at its first use.
 template <>
 struct DecodeBackend<cpu::OpKernels> {
+  // A Linear of at least this many outputs (the LM head) runs on column panels
+  // (cpu::panel_gemm: the same chains), f16 where f16 holds all its weights.
+  static constexpr std::size_t kPanelMinOut = 4096;
   struct Packed {
-    std::vector<float> b;  // [K, ldb]
+    std::vector<float> b;  // [K, ldb] (gemm_packed), or empty: the weights are in a panel form
     std::size_t ldb = 0;
-    float scale = 0.0f;  // BitLinear: the weights' absmean
+    cpu::FloatPanels f32;
+    cpu::HalfPanels half;
   };
   struct State {
     std::unordered_map<const float*, Packed> packed;
-    std::vector<float> xq, step;
+    std::unordered_map<const float*, cpu::TernaryMatrix> ternary;
   };
-  static const Packed& packed(State& st, const float* w, std::size_t out, std::size_t in, bool ternary, int threads) {
+  static const Packed& packed(State& st, const float* w, std::size_t out, std::size_t in, int threads) {
     auto it = st.packed.find(w);
     if (it != st.packed.end()) return it->second;
     Packed p;
-    p.ldb = cpu::packed_ld(out);
-    p.b.resize(in * p.ldb);
-    if (ternary) {
-      const ops::TernaryCodes<float> t = ops::quantize_ternary(w, out * in);
-      std::vector<float> codes(t.q.begin(), t.q.end());
-      cpu::pack_b(out, in, codes.data(), 1, in, p.b.data(), threads);
-      p.scale = t.scale;
-    } else {
+    if (out < kPanelMinOut) {
+      p.ldb = cpu::packed_ld(out);
+      p.b.resize(in * p.ldb);
       cpu::pack_b(out, in, w, 1, in, p.b.data(), threads);
+    } else if (!cpu::pack_half(w, out, in, p.half, threads)) {
+      p.f32 = cpu::pack_panels(w, out, in, threads);
     }
     return st.packed.emplace(w, std::move(p)).first->second;
   }
+  static const cpu::TernaryMatrix& ternary(State& st, const float* w, std::size_t out, std::size_t in, int threads) {
+    auto it = st.ternary.find(w);
+    if (it != st.ternary.end()) return it->second;
+    const ops::TernaryCodes<float> t = ops::quantize_ternary(w, out * in);
+    return st.ternary.emplace(w, cpu::pack_ternary(t.q.data(), out, in, t.scale, threads)).first->second;
+  }
   static void linear(cpu::OpKernels& k, State& st, const ops::Linear::Config& c, const ops::Linear::FwdArgs<float>& a) {
-    const Packed& p = packed(st, a.w, c.out, c.in, false, k.threads);
-    cpu::gemm_packed(c.rows, c.out, c.in, a.x, c.in, 1, p.b.data(), p.ldb, a.y, c.out, k.threads);
+    const Packed& p = packed(st, a.w, c.out, c.in, k.threads);
+    if (p.half.rows != 0)
+      cpu::panel_gemm(p.half, a.x, c.rows, a.y, k.threads);
+    else if (p.f32.rows != 0)
+      cpu::panel_gemm(p.f32, a.x, c.rows, a.y, k.threads);
+    else
+      cpu::gemm_packed(c.rows, c.out, c.in, a.x, c.in, 1, p.b.data(), p.ldb, a.y, c.out, k.threads);
     if (!c.bias) return;
     for (std::size_t n = 0; n < c.rows; ++n)
       for (std::size_t m = 0; m < c.out; ++m) a.y[n * c.out + m] = a.y[n * c.out + m] + a.b[m];
@@ -103,13 +122,10 @@ struct DecodeBackend<cpu::OpKernels> {
   static void linear(cpu::OpKernels& k, State& st, const ops::QuantLinearConfig& c,
                      const ops::BitLinear::FwdArgs<float>& a) {
     ops::BitLinear::validate(c);
-    const Packed& p = packed(st, a.w, c.out, c.in, true, k.threads);
+    const cpu::TernaryMatrix& t = ternary(st, a.w, c.out, c.in, k.threads);
     const ops::RowCodes<float> r =
         ops::quantize_rows(a.x, c.rows, c.in, static_cast<float>(ops::BitLinear::kActFloor));
-    st.xq.assign(r.q.begin(), r.q.end());
-    cpu::gemm_packed(c.rows, c.out, c.in, st.xq.data(), c.in, 1, p.b.data(), p.ldb, a.y, c.out, k.threads);
-    for (std::size_t n = 0; n < c.rows; ++n)
-      for (std::size_t m = 0; m < c.out; ++m) a.y[n * c.out + m] = (a.y[n * c.out + m] * r.step[n]) * p.scale;
+    cpu::ternary_gemm(t, r.q.data(), c.rows, r.step.data(), a.y, k.threads);
   }
   static void store_rows(cpu::OpKernels&, const float* src, std::size_t ld, std::size_t rows, std::size_t width,
                          float* dst) {

@@ -1,0 +1,72 @@
+// The CPU's BitLinear product on 2-bit weight codes (issue 15: decoding reads
+// every weight once a pass, so the bytes a weight decide the speed).
+//
+//   y[n, m] = ops::BitLinear::epilogue(acc[n, m], step[n], scale)
+//           = (f32(acc[n, m]) * step[n]) * scale,
+//   acc[n, m] = Σ_k xq[n, k] · code[m, k]   (exact int32: |acc| <= 127·131071)
+//
+// bit for bit ops::BitLinear::forward given the same codes (the spec's
+// quantize_rows and quantize_ternary). The weights are packed once in the code
+// word of ternary_word.hpp (the CUDA ternary_gemv's layout: code + 1 in 2 bits,
+// 16 codes a 32-bit word, ternary_units(K) 16-byte units a row), 1/16 of the
+// f32 codes' bytes. Every sum is an int32 sum of exact terms, so any order
+// gives the same acc, and any implementation below gives the same bits:
+//   * scalar: ternary_word_dot per word (the header's portable dp4a), the
+//     row's Σx taken off (the fields carry +1);
+//   * vnni (AVX-512 VNNI, chosen at run time from cpuid): vpdpbusd is u8 × s8,
+//     which the fields (0, 1, 2) are as they stand — one shift and one mask
+//     turn 64 bytes of words into 64 unsigned fields, multiplied against the
+//     activation codes permuted once a call to the fields' order; the same Σx
+//     correction. |Σ field·x| <= 254·131071 < 2^31: no lane can wrap.
+// Threads split the output rows m; a cell is computed whole by one thread, so
+// the bits depend neither on the thread count nor on the other rows.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace lockstep::cpu {
+
+// A BitLinear weight [M, K] as 2-bit codes: row m's words at words[m · 4·units].
+struct TernaryMatrix {
+  std::size_t rows = 0, cols = 0, units = 0;  // M, K, ternary_units(K)
+  std::vector<std::uint32_t> words;           // [M, 4·units]
+  float scale = 0.0f;                         // the weights' absmean (ops::quantize_ternary)
+  std::size_t bytes() const { return words.size() * sizeof(std::uint32_t); }
+};
+
+// codes [M, K] in {-1, 0, 1} (ops::quantize_ternary's q) to the words; throws
+// std::invalid_argument naming the code and its place when one is not ternary.
+TernaryMatrix pack_ternary(const std::int8_t* codes, std::size_t M, std::size_t K, float scale, int threads);
+
+namespace ternary {
+
+enum class Path { scalar, vnni };
+const char* path_name(Path p);
+// Whether this machine runs the VNNI path (avx512f + avx512bw + avx512_vnni
+// and the OS saves the zmm state: cpuid, not the compile flags), and whether
+// it was compiled in.
+bool vnni_available();
+// The path ternary_gemm takes here: vnni where available, else scalar.
+Path chosen_path();
+
+// y [N, M] from xq [N, K] int8 codes (|code| <= 127), their steps [N] and the
+// packed weights, through `path` (which must be available) on `threads`
+// threads. Throws std::invalid_argument for K > ops::kMaxQuantK or an
+// unavailable path.
+void gemm(Path path, const TernaryMatrix& w, const std::int8_t* xq, std::size_t N, const float* step, float* y,
+          int threads);
+
+// Known bugs for the tests to see fail (tests/cpu/ternary_gemm_test.cpp); never set otherwise.
+enum class Mutant { none, vnni_tail_chunk_dropped, scalar_no_offset_correction };
+void set_mutant(Mutant m);
+
+}  // namespace ternary
+
+// ternary::gemm through ternary::chosen_path().
+void ternary_gemm(const TernaryMatrix& w, const std::int8_t* xq, std::size_t N, const float* step, float* y,
+                  int threads);
+
+}  // namespace lockstep::cpu
