@@ -183,6 +183,48 @@ TEST(CudaGateCases, TheInt8GemmCasesCoverTheirEdges) {
   std::printf("int8 GEMM gate cases: %zu over %zu implementations\n", n, by_kernel.size());
 }
 
+// The two-pass column quantizer's cases (gate_col_quant.cpp) reach every edge
+// of its blocks (col_quant.cu: 512-row chunks and code blocks, 64-row warp
+// segments, 256-row sum tiles, 32- and 8-column strips), with and without
+// the sums, with specials at both floors, rows off a multiple of 4 and codes
+// off word alignment (the word stores' fallback), and no rows at all; all
+// optional (a failure keeps the three-pass kernel).
+TEST(CudaGateCases, TheColumnQuantizerCasesCoverTheirEdges) {
+  struct Shape {
+    std::size_t rows = 0, cols = 0;
+    bool sums = false, specials = false, dy_floor = false, offset = false;
+  };
+  std::vector<Shape> v;
+  for (const auto& c : lc::gate::cases_of({"col_quant"})) {
+    Shape s;
+    ASSERT_EQ(std::sscanf(c.shape.c_str(), "rows %zu cols %zu", &s.rows, &s.cols), 2) << c.shape;
+    s.sums = c.shape.find("with column sums") != std::string::npos;
+    s.specials = c.shape.find("NaN/inf") != std::string::npos;
+    s.dy_floor = c.shape.find("2^-100") != std::string::npos;
+    s.offset = c.shape.find("codes at +") != std::string::npos;
+    EXPECT_TRUE(c.optional) << c.shape;
+    EXPECT_EQ(c.kernel, s.sums ? "col_quantize_i8 2-pass + column sums" : "col_quantize_i8 2-pass") << c.shape;
+    v.push_back(s);
+  }
+  const auto any = [&](auto pred) { return std::any_of(v.begin(), v.end(), pred); };
+  for (const bool sums : {false, true}) {
+    const auto with = [&](auto pred) { return any([&](const Shape& s) { return s.sums == sums && pred(s); }); };
+    const char* what = sums ? "with sums" : "without sums";
+    EXPECT_TRUE(with([](const Shape& s) { return s.rows > 1024 && s.rows % 512 != 0; })) << what << ": several ragged chunks";
+    EXPECT_TRUE(with([](const Shape& s) { return s.rows % 512 == 0 && s.rows > 0; })) << what << ": whole chunks";
+    EXPECT_TRUE(with([](const Shape& s) { return s.rows > 256 && s.rows % 256 != 0; })) << what << ": a part sum tile";
+    EXPECT_TRUE(with([](const Shape& s) { return s.rows % 64 != 0 && s.rows % 512 > 64; })) << what << ": a part warp segment";
+    EXPECT_TRUE(with([](const Shape& s) { return s.cols > 32 && s.cols % 32 != 0 && s.cols % 8 != 0; }))
+        << what << ": ragged strips";
+    EXPECT_TRUE(with([](const Shape& s) { return s.rows % 4 != 0 && s.rows > 4; })) << what << ": rows % 4 != 0";
+    EXPECT_TRUE(with([](const Shape& s) { return s.rows == 0 && s.cols > 0; })) << what << ": no rows";
+    EXPECT_TRUE(with([](const Shape& s) { return s.offset; })) << what << ": codes off word alignment";
+    EXPECT_TRUE(with([](const Shape& s) { return s.specials && s.dy_floor && s.rows > 512; })) << what << ": specials, dy's floor";
+    EXPECT_TRUE(with([](const Shape& s) { return s.specials && !s.dy_floor && s.rows > 512; })) << what << ": specials, x's floor";
+  }
+  std::printf("column quantizer gate cases: %zu\n", v.size());
+}
+
 }  // namespace
 
 // The decode's row kernels have a path for few rows (a CTA a row: norm.cu's

@@ -25,6 +25,7 @@
 #include <fmt/format.h>
 
 #include "lockstep/backend/cuda/audit.hpp"
+#include "lockstep/backend/cuda/col_quant.hpp"
 #include "lockstep/backend/cuda/decode_launch.hpp"
 #include "lockstep/backend/cuda/decode_linear_launch.hpp"
 #include "lockstep/backend/cuda/device.hpp"
@@ -351,6 +352,8 @@ void gate_once() {
                                    cuda::gate::all_cases().size(), s);
       // The int8 GEMMs' verdict and the race per shape class (int8_gemm.hpp): one line.
       g_gates_passed += "\n" + cuda::int8_report();
+      // Which column quantizer the unit backward runs (col_quant.hpp): one line.
+      g_gates_passed += "\n" + cuda::col_quantize_report();
     } catch (const std::exception& e) {
       refused = e.what();
     }

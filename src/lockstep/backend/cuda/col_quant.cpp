@@ -19,23 +19,16 @@
 namespace lockstep::cuda {
 namespace {
 
-struct Record {
-  int passed = 0, failed = 0;
-  std::string first_failure;
-};
-
 // The cases record here while col_quantize_two_pass_admitted may be running them.
 std::recursive_mutex g_mu;
-Record g_record;
+gate::Tally g_record;
 std::optional<bool> g_admitted;  // the verdict, once every case has an outcome (or one failed)
 int g_forced = -1;
-// Outcomes under another mutant say nothing of the kernel now (int8_gemm.cpp's rule).
-Mutant g_recorded_under = Mutant::none;
+MutantWatch g_mutant_watch;  // a change of mutant starts the outcomes again
 void forget_if_mutant_changed() {
-  if (mutant() == g_recorded_under) return;
+  if (!g_mutant_watch.changed()) return;
   g_record = {};
   g_admitted.reset();
-  g_recorded_under = mutant();
 }
 
 }  // namespace
@@ -51,13 +44,8 @@ int col_quantize_planted() {
 void col_quantize_gate_record(const std::string& difference, const std::string& where) {
   std::lock_guard<std::recursive_mutex> lock(g_mu);
   forget_if_mutant_changed();
-  if (difference.empty()) {
-    ++g_record.passed;
-    return;
-  }
-  ++g_record.failed;
-  if (g_record.first_failure.empty()) g_record.first_failure = where + ": " + difference;
-  g_admitted.reset();  // a failure after the verdict: decide again
+  g_record.add(difference, where);
+  if (!difference.empty()) g_admitted.reset();  // a failure after the verdict: decide again
 }
 
 bool col_quantize_two_pass_admitted() {

@@ -86,6 +86,20 @@ struct Options {
 // error is reported as the case's difference.
 std::vector<Outcome> run_gates(const std::vector<Case>& cases, const Options& opt);
 
+// The outcomes of an optional kernel's gate cases, kept where the kernel is
+// chosen (int8_gemm.cpp, col_quant.cpp).
+struct Tally {
+  int passed = 0, failed = 0;
+  std::string first_failure;  // "where: difference" of the first failure
+  void add(const std::string& difference, const std::string& where) {
+    if (difference.empty()) {
+      ++passed;
+      return;
+    }
+    if (++failed == 1) first_failure = where + ": " + difference;
+  }
+};
+
 // Runs the cases here and now, clean and then poisoned, for the outcomes they
 // record themselves (the optional cases' bookkeeping: int8_gemm.cpp,
 // col_quant.cpp), not through run_gates: this may happen inside another gate

@@ -18,25 +18,18 @@
 namespace lockstep::cuda {
 namespace {
 
-struct Record {
-  int passed = 0, failed = 0;
-  std::string first_failure;
-};
-
 // The gate cases call int8_gate_record while int8_selection may be running
 // them: one recursive lock for both.
 std::recursive_mutex g_mu;
-std::array<Record, kInt8Impls> g_records;
+std::array<gate::Tally, kInt8Impls> g_records;
 std::optional<Int8Selection> g_selection;
 int g_forced = -1;  // int8_gemm_force
-// The mutant (mutant.hpp) the records were made under: outcomes under another
-// one say nothing of the kernels now, so a change starts the records again.
-Mutant g_recorded_under = Mutant::none;
+// A change of mutant (mutant.hpp) starts the records again.
+MutantWatch g_mutant_watch;
 void forget_if_mutant_changed() {
-  if (mutant() == g_recorded_under) return;
+  if (!g_mutant_watch.changed()) return;
   g_records = {};
   g_selection.reset();
-  g_recorded_under = mutant();
 }
 
 int index_of(Int8Impl i) { return static_cast<int>(i); }
@@ -209,14 +202,8 @@ void int8_gemm_nt(const std::int8_t* A, const std::int8_t* B, std::int32_t* C, s
 void int8_gate_record(Int8Impl impl, const std::string& difference, const std::string& where) {
   std::lock_guard<std::recursive_mutex> lock(g_mu);
   forget_if_mutant_changed();
-  Record& r = g_records[index_of(impl)];
-  if (difference.empty()) {
-    ++r.passed;
-    return;
-  }
-  ++r.failed;
-  if (r.first_failure.empty()) r.first_failure = where + ": " + difference;
-  g_selection.reset();  // a failure after the race: choose again without it
+  g_records[index_of(impl)].add(difference, where);
+  if (!difference.empty()) g_selection.reset();  // a failure after the race: choose again without it
 }
 
 void int8_gemm_force(int impl) {
@@ -249,7 +236,7 @@ const Int8Selection& int8_selection() {
   Int8Selection s;
   bool own = false;
   for (int i = 0; i < kInt8Impls; ++i) {
-    const Record& r = g_records[i];
+    const gate::Tally& r = g_records[i];
     s.cases_passed[i] = r.passed;
     s.admitted[i] = r.failed == 0 && expected[i] > 0 && r.passed >= expected[i];
     s.refused[i] = r.failed > 0 ? r.first_failure : s.admitted[i] ? "" : "no gate case ran";

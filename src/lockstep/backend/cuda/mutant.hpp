@@ -36,4 +36,16 @@ void set_mutant(Mutant m);
 Mutant mutant();
 std::string_view mutant_name(Mutant m);
 
+// Whether the active mutant changed since the last call (first call: since
+// Mutant::none): gate outcomes recorded under another mutant say nothing of
+// the kernels now, so their keeper starts again (int8_gemm.cpp, col_quant.cpp).
+struct MutantWatch {
+  Mutant seen = Mutant::none;
+  bool changed() {
+    if (mutant() == seen) return false;
+    seen = mutant();
+    return true;
+  }
+};
+
 }  // namespace lockstep::cuda
