@@ -17,6 +17,7 @@
 // 16-byte loads in flight together), so the chains wait on shared memory.
 #include "lockstep/backend/cuda/decode_launch.hpp"
 #include "lockstep/backend/cuda/batched_copy.cuh"
+#include "lockstep/backend/cuda/mutant.hpp"
 #include "lockstep/backend/cuda/trace_launch.hpp"
 
 #include <cuda_runtime.h>
@@ -252,7 +253,7 @@ void cached_attention(const CachedAttentionShape& s, const float* q, const float
          static_cast<i64>(s.ctx),
          static_cast<i64>(s.kv_heads * s.head_dim),
          static_cast<i64>(s.ldq),
-         s.scale,
+         mutant() == Mutant::attention_drop_scale ? 1.0f : s.scale,  // the attention mutant here too
          s.head_dim % 4 == 0 && (s.kv_heads * s.head_dim) % 4 == 0 && s.key_block % 2 == 0 &&
              reinterpret_cast<std::uintptr_t>(k_cache) % 16 == 0 && reinterpret_cast<std::uintptr_t>(v_cache) % 16 == 0};
   const std::size_t base_smem = (2 * s.head_dim + s.key_block) * sizeof(float);
