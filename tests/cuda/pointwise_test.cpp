@@ -85,7 +85,8 @@ TEST(CudaPointwise, GatesRejectTheFamilysMutants) {
     const char* kernel;
   };
   for (const M& k : {M{cu::Mutant::residual_flush_negative_zero, "residual_fwd"},
-                     M{cu::Mutant::layernorm_fused_mul_add, "layernorm_fwd"}}) {
+                     M{cu::Mutant::layernorm_fused_mul_add, "layernorm_fwd"},
+                     M{cu::Mutant::rmsnorm_rows_blocked_lanes, "rmsnorm_fwd"}}) {
     gate::Options opt;
     opt.seed = seed();
     opt.dirty_pass = false;

@@ -9,7 +9,12 @@
 //     32-wide tiles, K % 8 == 0 (the f16 row kernel) and not, a NaN (without
 //     the bias) and signed zeros in x;
 //   * f16_pack says exact only when every value is;
-//   * two planted bugs (decode_linear_launch.hpp's DecodeLinearMutant) are caught.
+//   * two planted bugs (decode_linear_launch.hpp's DecodeLinearMutant) are caught;
+//   * cached_attention (decode.cu) = ops::CachedAttention::forward: the staged
+//     blocks with 16-byte copies (head_dim 128, the 2B4T heads, 1 to 3 key
+//     blocks), with scalar copies (head_dim 6; an odd key block), head_dim
+//     256 and the unstaged kernel (head_dim 320: past the staged shared
+//     memory); the attention mutant (its scale dropped) is caught.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -19,10 +24,13 @@
 
 #include "../model/model_test_util.hpp"
 #include "lockstep/ad/rng.hpp"
+#include "lockstep/backend/cuda/decode_launch.hpp"
 #include "lockstep/backend/cuda/decode_linear_launch.hpp"
 #include "lockstep/backend/cuda/device.hpp"
 #include "lockstep/backend/cuda/gemm_launch.hpp"
+#include "lockstep/backend/cuda/mutant.hpp"
 #include "lockstep/model/model.hpp"
+#include "lockstep/ops/cached_attention.hpp"
 #include "lockstep/ops/op.hpp"
 #include "lockstep/ops/quant.hpp"
 
@@ -166,6 +174,74 @@ TEST_F(DecodeKernelsGpu, PlantedBugsAreCaught) {
               t, c);
   EXPECT_GT(t, 0u) << "the ternary comparison did not see the dropped codes";
   EXPECT_GT(c, 0u) << "the chain comparison did not see the unfused product";
+}
+
+struct AttnCase {
+  std::size_t q_heads, kv_heads, head_dim, ctx, key_block;
+  std::vector<std::int32_t> slot, pos;
+};
+
+// Cells of the device's cached attention that differ from the spec's, over every case.
+std::size_t attention_differences(bool print) {
+  const std::vector<AttnCase> cases{
+      {20, 5, 128, 200, 64, {0, 1, 1}, {0, 63, 150}},  // 2B4T heads: 1, 1 and 3 key blocks
+      {4, 2, 6, 100, 64, {1, 0}, {64, 99}},            // head_dim % 4 != 0: scalar copies
+      {2, 2, 8, 40, 7, {0}, {20}},                     // an odd key block: scalar copies
+      {2, 1, 256, 70, 64, {0, 1}, {69, 5}},            // two dims a thread, staged
+      {1, 1, 320, 70, 64, {1}, {69}},                  // past the staged blocks' shared memory
+  };
+  std::size_t total = 0;
+  std::uint64_t seed = 500;
+  for (const AttnCase& t : cases) {
+    const std::size_t rows = t.slot.size(), slots = 2, kvd = t.kv_heads * t.head_dim, ldq = t.q_heads * t.head_dim;
+    const std::vector<float> q = uniform(rows * ldq, 2.0, seed++), k = uniform(slots * t.ctx * kvd, 2.0, seed++),
+                             v = uniform(slots * t.ctx * kvd, 2.0, seed++);
+    ops::CachedAttention::Config c;
+    c.rows = rows;
+    c.q_heads = t.q_heads;
+    c.kv_heads = t.kv_heads;
+    c.head_dim = t.head_dim;
+    c.slots = slots;
+    c.ctx = t.ctx;
+    c.key_block = t.key_block;
+    std::vector<float> want(rows * ldq);
+    ops::CachedAttention::forward(c, ops::CachedAttention::Args<float>{q.data(), ldq, k.data(), v.data(),
+                                                                        t.slot.data(), t.pos.data(), want.data()});
+    cuda::DeviceBuffer<float> dq(q.size()), dk(k.size()), dv(v.size()), dout(want.size());
+    cuda::DeviceBuffer<std::int32_t> dslot(rows), dpos(rows);
+    dq.upload(q);
+    dk.upload(k);
+    dv.upload(v);
+    dslot.upload(t.slot);
+    dpos.upload(t.pos);
+    launch::CachedAttentionShape sh;
+    sh.rows = rows;
+    sh.q_heads = t.q_heads;
+    sh.kv_heads = t.kv_heads;
+    sh.head_dim = t.head_dim;
+    sh.ctx = t.ctx;
+    sh.key_block = t.key_block;
+    sh.ldq = ldq;
+    sh.scale = ops::Attention::scale_of<float>(c.attention());
+    launch::cached_attention(sh, dq.data(), dk.data(), dv.data(), dslot.data(), dpos.data(), dout.data());
+    cuda::synchronize("cached_attention test");
+    const std::size_t d = differing_bits(dout.download(), want);
+    if (print && d != 0)
+      ADD_FAILURE() << "cached_attention q_heads " << t.q_heads << " kv_heads " << t.kv_heads << " head_dim "
+                    << t.head_dim << " key_block " << t.key_block << ": " << d
+                    << " cells differ from ops::CachedAttention::forward";
+    total += d;
+  }
+  return total;
+}
+
+TEST_F(DecodeKernelsGpu, CachedAttentionEqualsTheSpec) {
+  EXPECT_EQ(attention_differences(true), 0u);
+  cuda::set_mutant(cuda::Mutant::attention_drop_scale);
+  const std::size_t planted = attention_differences(false);
+  cuda::set_mutant(cuda::Mutant::none);
+  std::printf("planted: cached_attention without its scale: %zu cells differ\n", planted);
+  EXPECT_GT(planted, 0u) << "the attention comparison did not see the dropped scale";
 }
 
 }  // namespace

@@ -13,7 +13,11 @@
 //     acc_d) over the block's keys ascending: one thread per d;
 //   * o_d = acc_d / l.
 // Which rows share the launch, how many, and their lengths change no chain.
+// Each block's K and V rows are staged in shared memory first (all threads,
+// 16-byte loads in flight together), so the chains wait on shared memory.
 #include "lockstep/backend/cuda/decode_launch.hpp"
+#include "lockstep/backend/cuda/batched_copy.cuh"
+#include "lockstep/backend/cuda/mutant.hpp"
 #include "lockstep/backend/cuda/trace_launch.hpp"
 
 #include <cuda_runtime.h>
@@ -33,6 +37,7 @@ using num::fma_rn;
 using i64 = long long;
 
 constexpr int kThreads = 128;
+constexpr std::size_t kStagedMaxSmem = 160 * 1024;  // the staged blocks' K and V: head_dim <= 312 at 64-key blocks
 
 struct Args {
   const float *q, *k, *v;
@@ -41,39 +46,34 @@ struct Args {
   int Hq, Dh, rep, KB;
   i64 ctx, kvd, ldq;
   float scale;
-  bool vec;  // the cache rows' heads are 16-byte aligned (score_chain's 16-byte loads)
+  bool vec;  // the cache rows' heads and the staged V block are 16-byte aligned (the staging's 16-byte copies)
 };
 
 __device__ __forceinline__ float max2(float a, float b) { return a > b ? a : b; }
 
 // num::reduce::dot_seq(q, 1, k, 1, Dh): acc = +0, acc = fma(q_d, k_d, acc) for d
-// ascending, the canonical NaN. Vec (k 16-byte aligned, Dh % 4 == 0): k read
-// by 16-byte loads, unrolled so that they are in flight together; the chain
-// is the same.
-__device__ __forceinline__ float score_chain(const float* qs, const float* k, int Dh, bool vec) {
+// ascending, the canonical NaN (q and k in shared memory or global).
+__device__ __forceinline__ float score_chain(const float* qs, const float* k, int Dh) {
   float acc = 0.0f;
-  if (vec) {
-    const float4* k4 = reinterpret_cast<const float4*>(k);
 #pragma unroll 8
-    for (int d4 = 0; d4 < Dh / 4; ++d4) {
-      const float4 kv = k4[d4];
-      acc = fma_rn(qs[4 * d4], kv.x, acc);
-      acc = fma_rn(qs[4 * d4 + 1], kv.y, acc);
-      acc = fma_rn(qs[4 * d4 + 2], kv.z, acc);
-      acc = fma_rn(qs[4 * d4 + 3], kv.w, acc);
-    }
-  } else {
-#pragma unroll 8
-    for (int d = 0; d < Dh; ++d) acc = fma_rn(qs[d], k[d], acc);
-  }
+  for (int d = 0; d < Dh; ++d) acc = fma_rn(qs[d], k[d], acc);
   return num::reduce::canonical_nan(acc);
 }
 
+// Staged: each 64-key block's K and V rows are first copied into shared memory
+// by all threads (16-byte loads where a.vec, all of a thread's in flight
+// together), so that the score chains (a thread a key) and the p·v chains (a
+// thread a dimension) wait on shared memory, not on a global load each step.
+// K rows are Dh + 1 floats apart (the score threads read a column: no bank
+// conflicts). The chains and their order are the same either way.
+template <bool Staged>
 __global__ void __launch_bounds__(kThreads) cached_attention_kernel(Args a) {
   extern __shared__ __align__(16) float sm[];
   float* qs = sm;           // [Dh] the query
   float* acc = qs + a.Dh;   // [Dh] the accumulators
   float* s = acc + a.Dh;    // [KB] the block's scores, then its p
+  float* ks = s + a.KB;                                // Staged: [KB][Dh + 1] the block's keys
+  float* vs = ks + static_cast<i64>(a.KB) * (a.Dh + 1);  // Staged: [KB][Dh] its values
   __shared__ float m_sh, alpha_sh, l_sh;
   const int h = static_cast<int>(blockIdx.x), r = static_cast<int>(blockIdx.y), tid = static_cast<int>(threadIdx.x);
   const i64 base = static_cast<i64>(a.slot[r]) * a.ctx * a.kvd + static_cast<i64>(h / a.rep) * a.Dh;
@@ -84,12 +84,64 @@ __global__ void __launch_bounds__(kThreads) cached_attention_kernel(Args a) {
     qs[d] = a.q[static_cast<i64>(r) * a.ldq + static_cast<i64>(h) * a.Dh + d];
     acc[d] = 0.0f;
   }
-  __syncthreads();
+  if constexpr (!Staged) __syncthreads();
   float m = 0.0f, l = 0.0f;  // thread 0's
   for (int j0 = 0; j0 < n; j0 += a.KB) {
     const int nb = j0 + a.KB < n ? a.KB : n - j0;
-    for (int j = tid; j < nb; j += kThreads)
-      s[j] = __fmul_rn(score_chain(qs, kc + (j0 + j) * a.kvd, a.Dh, a.vec), a.scale);
+    if constexpr (Staged) {
+      // The previous block's readers of ks/vs passed the barrier at its end.
+      const float* kb = kc + j0 * a.kvd;
+      const float* vb = vc + j0 * a.kvd;
+      const int Dh = a.Dh;
+      const i64 kvd = a.kvd;
+      if (a.vec) {
+        const int d4 = Dh / 4;
+        detail::batched_copy<8, float4>(
+            static_cast<std::size_t>(nb * d4), tid, kThreads,
+            [=](std::size_t e) {
+              const int j = static_cast<int>(e) / d4, c = static_cast<int>(e) - j * d4;
+              return reinterpret_cast<const float4*>(kb + j * kvd)[c];
+            },
+            [=](std::size_t e, float4 kv) {
+              const int j = static_cast<int>(e) / d4, c = static_cast<int>(e) - j * d4;
+              float* kr = ks + j * (Dh + 1) + 4 * c;
+              kr[0] = kv.x;
+              kr[1] = kv.y;
+              kr[2] = kv.z;
+              kr[3] = kv.w;
+            });
+        detail::batched_copy<8, float4>(
+            static_cast<std::size_t>(nb * d4), tid, kThreads,
+            [=](std::size_t e) {
+              const int j = static_cast<int>(e) / d4, c = static_cast<int>(e) - j * d4;
+              return reinterpret_cast<const float4*>(vb + j * kvd)[c];
+            },
+            [=](std::size_t e, float4 vv) { reinterpret_cast<float4*>(vs)[e] = vv; });
+      } else {
+        detail::batched_copy<8, float>(
+            static_cast<std::size_t>(nb * Dh), tid, kThreads,
+            [=](std::size_t e) {
+              const int j = static_cast<int>(e) / Dh, d = static_cast<int>(e) - j * Dh;
+              return kb[j * kvd + d];
+            },
+            [=](std::size_t e, float v) {
+              const int j = static_cast<int>(e) / Dh, d = static_cast<int>(e) - j * Dh;
+              ks[j * (Dh + 1) + d] = v;
+            });
+        detail::batched_copy<8, float>(
+            static_cast<std::size_t>(nb * Dh), tid, kThreads,
+            [=](std::size_t e) {
+              const int j = static_cast<int>(e) / Dh, d = static_cast<int>(e) - j * Dh;
+              return vb[j * kvd + d];
+            },
+            [=](std::size_t e, float v) { vs[e] = v; });
+      }
+      __syncthreads();  // also publishes qs and acc before the first block
+    }
+    for (int j = tid; j < nb; j += kThreads) {
+      const float* kj = Staged ? ks + j * (a.Dh + 1) : kc + (j0 + j) * a.kvd;
+      s[j] = __fmul_rn(score_chain(qs, kj, a.Dh), a.scale);
+    }
     __syncthreads();
     if (tid == 0) {
       float mb = s[0];
@@ -114,9 +166,14 @@ __global__ void __launch_bounds__(kThreads) cached_attention_kernel(Args a) {
     for (int d = tid; d < a.Dh; d += kThreads) {
       float x = acc[d];
       if (j0 > 0) x = __fmul_rn(x, alpha_sh);
-      // Unrolled: the loads of v are in flight together (the chain waits only on its fmas).
+      if constexpr (Staged) {
 #pragma unroll 16
-      for (int j = 0; j < nb; ++j) x = fma_rn(s[j], vc[(j0 + j) * a.kvd + d], x);
+        for (int j = 0; j < nb; ++j) x = fma_rn(s[j], vs[j * a.Dh + d], x);
+      } else {
+        // Unrolled: the loads of v are in flight together (the chain waits only on its fmas).
+#pragma unroll 16
+        for (int j = 0; j < nb; ++j) x = fma_rn(s[j], vc[(j0 + j) * a.kvd + d], x);
+      }
       acc[d] = x;
     }
     __syncthreads();
@@ -196,17 +253,29 @@ void cached_attention(const CachedAttentionShape& s, const float* q, const float
          static_cast<i64>(s.ctx),
          static_cast<i64>(s.kv_heads * s.head_dim),
          static_cast<i64>(s.ldq),
-         s.scale,
-         s.head_dim % 4 == 0 && (s.kv_heads * s.head_dim) % 4 == 0 &&
-             reinterpret_cast<std::uintptr_t>(k_cache) % 16 == 0};
-  const std::size_t smem = (2 * s.head_dim + s.key_block) * sizeof(float);
-  if (smem > 48 * 1024) check(cudaFuncSetAttribute(cached_attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                   static_cast<int>(smem)),
-                              "cached attention: shared memory");
+         mutant() == Mutant::attention_drop_scale ? 1.0f : s.scale,  // the attention mutant here too
+         s.head_dim % 4 == 0 && (s.kv_heads * s.head_dim) % 4 == 0 && s.key_block % 2 == 0 &&
+             reinterpret_cast<std::uintptr_t>(k_cache) % 16 == 0 && reinterpret_cast<std::uintptr_t>(v_cache) % 16 == 0};
+  const std::size_t base_smem = (2 * s.head_dim + s.key_block) * sizeof(float);
+  const std::size_t staged_smem = base_smem + s.key_block * (2 * s.head_dim + 1) * sizeof(float);
+  const bool staged = staged_smem <= kStagedMaxSmem;
+  const std::size_t smem = staged ? staged_smem : base_smem;
+  // The shared memory attribute, once per kernel and size (not at every launch).
+  static std::size_t attribute_bytes[2] = {48 * 1024, 48 * 1024};
+  if (smem > attribute_bytes[staged ? 1 : 0]) {
+    check(cudaFuncSetAttribute(staged ? cached_attention_kernel<true> : cached_attention_kernel<false>,
+                               cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
+          "cached attention: shared memory");
+    attribute_bytes[staged ? 1 : 0] = smem;
+  }
   // Traced so that the launch trace and the step profile see it (the profile's
   // intervals run from one traced launch to the next).
-  trace::launched("cached_attention (decode)");
-  cached_attention_kernel<<<dim3(static_cast<unsigned>(s.q_heads), static_cast<unsigned>(s.rows)), kThreads, smem>>>(a);
+  trace::launched(staged ? "cached_attention (decode, staged blocks)" : "cached_attention (decode)");
+  const dim3 grid(static_cast<unsigned>(s.q_heads), static_cast<unsigned>(s.rows));
+  if (staged)
+    cached_attention_kernel<true><<<grid, kThreads, smem>>>(a);
+  else
+    cached_attention_kernel<false><<<grid, kThreads, smem>>>(a);
   check(cudaGetLastError(), "cached attention launch");
 }
 

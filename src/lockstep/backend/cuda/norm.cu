@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <stdexcept>
 
+#include "lockstep/backend/cuda/batched_copy.cuh"
 #include "lockstep/backend/cuda/canonical_warp.cuh"
 #include "lockstep/backend/cuda/device.hpp"
 #include "lockstep/backend/cuda/mutant.hpp"
@@ -133,11 +134,12 @@ __global__ void __launch_bounds__(kRowCtaThreads)
   const float* xr = x + row * D;
   if constexpr (Vec) {
     const float4* x4 = reinterpret_cast<const float4*>(xr);
-#pragma unroll 4
-    for (std::size_t v = tid; v < D / 4; v += kRowCtaThreads) row_smem[v] = x4[v];
+    detail::batched_copy<4, float4>(
+        D / 4, tid, kRowCtaThreads, [x4](std::size_t v) { return x4[v]; },
+        [](std::size_t v, float4 a) { row_smem[v] = a; });
   } else {
-#pragma unroll 4
-    for (std::size_t j = tid; j < D; j += kRowCtaThreads) xs[j] = xr[j];
+    detail::batched_copy<8, float>(
+        D, tid, kRowCtaThreads, [xr](std::size_t j) { return xr[j]; }, [xs](std::size_t j, float a) { xs[j] = a; });
   }
   __syncthreads();
   const std::size_t chunks = D <= num::reduce::kChunk ? 1 : (D + num::reduce::kChunk - 1) / num::reduce::kChunk;

@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "lockstep/backend/cuda/batched_copy.cuh"
 #include "lockstep/backend/cuda/device.hpp"
 #include "lockstep/backend/cuda/gemm_launch.hpp"
 #include "lockstep/backend/cuda/mutant.hpp"
@@ -145,22 +146,22 @@ __global__ void __launch_bounds__(kRowCtaThreads)
   AbsMax am;
   if constexpr (Vec) {
     const float4* x4 = reinterpret_cast<const float4*>(xr);
-#pragma unroll 4
-    for (std::size_t v = tid; v < K / 4; v += kRowCtaThreads) {
-      const float4 a = x4[v];
-      row_smem[v] = a;
-      am.fold(a.x);
-      am.fold(a.y);
-      am.fold(a.z);
-      am.fold(a.w);
-    }
+    cuda::detail::batched_copy<4, float4>(
+        K / 4, tid, kRowCtaThreads, [x4](std::size_t v) { return x4[v]; },
+        [&am](std::size_t v, float4 a) {
+          row_smem[v] = a;
+          am.fold(a.x);
+          am.fold(a.y);
+          am.fold(a.z);
+          am.fold(a.w);
+        });
   } else {
-#pragma unroll 4
-    for (std::size_t k = tid; k < K; k += kRowCtaThreads) {
-      const float a = xr[k];
-      xs[k] = a;
-      am.fold(a);
-    }
+    cuda::detail::batched_copy<8, float>(
+        K, tid, kRowCtaThreads, [xr](std::size_t k) { return xr[k]; },
+        [&am, xs](std::size_t k, float a) {
+          xs[k] = a;
+          am.fold(a);
+        });
   }
 #pragma unroll
   for (int off = 16; off >= 1; off /= 2) {
