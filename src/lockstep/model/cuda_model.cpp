@@ -322,10 +322,19 @@ struct DecodeBackend<cuda::OpKernels> {
   }
 
   // CUDA graphs of the decode passes (model/decode.hpp, DecodeGraphs): on
-  // unless LOCKSTEP_CUDA_GRAPHS=0, and never while the live audits or the step
-  // profile watch each launch (a replay launches none of them from the host).
+  // unless LOCKSTEP_CUDA_GRAPHS=0, and never under the step profile (it times
+  // each launch; a replay launches nothing from the host). The live audits
+  // keep every launch they would audit: with a budget of 1 each audited launch
+  // copies its operands to the host, which no capture survives (the pattern is
+  // abandoned and stays launched, audited as before), and the decode GEMVs,
+  // RoPE, cache writes and cached attention are not audited; with a smaller
+  // budget an audit skipped while a pass is captured would be skipped in every
+  // replay, so then there are no graphs.
   using Graph = cuda::graph::Graph;
-  static bool graphs_on() { return cuda::graph::enabled() && !cuda::audit::options().enabled && !cuda::profile::active(); }
+  static bool graphs_on() {
+    const cuda::audit::Options& a = cuda::audit::options();
+    return cuda::graph::enabled() && !cuda::profile::active() && (!a.enabled || a.budget >= 1.0);
+  }
   static std::uint64_t memory_epoch() { return cuda::memory_epoch(); }
   static std::size_t host_waits() { return cuda::host_waits(); }
   static std::size_t allocations() { return cuda::allocation_count(); }
