@@ -207,7 +207,12 @@ TEST_P(DecodeGraphsGpu, PlantedBugsAreCaught) {
       {graph::Mutant::key_ignores_rows, "a graph replayed whatever the row pattern (five rows' graph for eight)",
        join(cfg)},
       {graph::Mutant::rows_not_restaged, "a replay reading the positions of the pass before", growing(cfg)},
-      {graph::Mutant::no_epoch_check, "a replay after the buffers it reads were freed", regrow(cfg)},
+      // Not here: graph::Mutant::no_epoch_check (a replay after the buffers it reads
+      // were freed). On the H200 (2026-12-01) it was caught, as an illegal memory
+      // access in the replay, but that error is sticky: it poisons the process's CUDA
+      // context and every later test in this binary failed with it. The epoch logic
+      // it defeats is checked with that bug planted on the host
+      // (test_infer_decode_graphs: DecodeGraphsLogic.AFreedBufferMakesEveryGraphStale).
   };
   for (const Plant& p : plants) {
     const auto want = launched(p.script);
