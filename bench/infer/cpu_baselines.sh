@@ -20,12 +20,13 @@
 #    with 3rdparty/llama.cpp filled in), or assembled from git mirrors given as
 #    BITNET_GIT and BITNET_FORK_GIT (see BITNET_COMMIT below). Skipped, saying
 #    why, when neither is there.
-# 4. Runs `llama-bench -m FILE -t T -p P -n N -o jsonl` and
-#    `decode_bench --model FILE --threads T --prompt P --tokens N --batch 1`
-#    on each file, notes the 1-minute load average beside each figure (other
+# 4. Runs `llama-bench -m FILE -t T -p P -n N -o jsonl` (mean ± sd of its 5
+#    repetitions) and `decode_bench --model FILE --threads T --prompt P
+#    --tokens N --batch 1,1,1` (median and range of 3 sessions) on each file, notes the 1-minute load average beside each figure (other
 #    builds share the machine), and prints one table.
 #
-# Environment: CACHE (default /work/.cache), THREADS (2), PROMPT (32), TOKENS (16).
+# Environment: CACHE (default /work/.cache), THREADS (2), PROMPT (32), TOKENS (16),
+# REPS (3, decode_bench's sessions), BITNET_2B4T (0).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -75,7 +76,10 @@ fi
 # llama.cpp names the BitNet architecture "bitnet", and so does bitnet.cpp's
 # buildable fork; lockstep and bitnet.cpp since 2025 write "bitnet-b1.58" for
 # the 2B4T layout. The relabelled copies hold the same tensors, byte for byte.
-relabel() { python3 "$ROOT/bench/infer/gguf_relabel_arch.py" "$MODELS/$1.gguf" "$MODELS/$1.arch-bitnet.gguf" bitnet >&2; }
+relabel() {
+  [[ $MODELS/$1.arch-bitnet.gguf -nt $MODELS/$1.gguf ]] ||
+    python3 "$ROOT/bench/infer/gguf_relabel_arch.py" "$MODELS/$1.gguf" "$MODELS/$1.arch-bitnet.gguf" bitnet >&2
+}
 relabel bitnet-f16
 relabel bitnet-i2_s
 [[ -s $MODELS/bitnet-2b4t-i2_s.gguf ]] && relabel bitnet-2b4t-i2_s
@@ -164,17 +168,25 @@ print("%.1f ± %.1f|%.2f ± %.2f" % (pp["avg_ts"], pp["stddev_ts"], tg["avg_ts"]
     ROWS+=("$4|$1|refused: $(first_error "$MODELS/last-llama-bench.err")||$load")
   fi
 }
+# decode_bench: REPS sessions of batch 1 on one loaded model (--batch 1,1,1),
+# the median and the range of their tokens/s.
+REPS=${REPS:-3}
 run_lockstep() {  # FILE LABEL
-  local load line
+  local load line batches
   load=$(load1)
-  if line=$("$DECODE_BENCH" --model "$1" --threads "$THREADS" --prompt "$PROMPT" --tokens "$TOKENS" --batch 1 2>/dev/null |
-            awk '$1 == "1" && NF >= 6 {print $2 "|" $3}'); then
+  batches=$(printf '1%.0s,' $(seq "$REPS")); batches=${batches%,}
+  if line=$("$DECODE_BENCH" --model "$1" --threads "$THREADS" --prompt "$PROMPT" --tokens "$TOKENS" --batch "$batches" 2>/dev/null |
+            awk '$1 == "1" && NF >= 6 {print $2, $3}' | python3 -c '
+import statistics, sys
+rows = [list(map(float, l.split())) for l in sys.stdin if l.strip()]
+if not rows: sys.exit(1)
+col = lambda i, f: f % statistics.median(r[i] for r in rows) + (" (%s–%s)" % (f % min(r[i] for r in rows), f % max(r[i] for r in rows)) if len(rows) > 1 else "")
+print(col(0, "%.1f") + "|" + col(1, "%.2f"))'); then
     ROWS+=("$2|lockstep decode_bench|$line|$load")
   else
     ROWS+=("$2|lockstep decode_bench|failed||$load")
   fi
 }
-
 LLAMACPP_NAME="llama.cpp (vendored by $(readlink "$LLAMACPP/src" | cut -d/ -f1 | tr _ -))"
 BITNETCPP_NAME="bitnet.cpp $BITNET_COMMIT (I2_S kernels)"
 bitnetcpp() {  # FILE LABEL
