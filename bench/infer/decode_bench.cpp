@@ -188,7 +188,7 @@ int main(int argc, char** argv) try {
   using namespace lockstep;
   std::string family = "llama", device = "cpu", batches = "1,8", preset, model_file, write_file, write_type = "f16";
   long d = 1024, layers = 8, heads = 16, kv = 4, ff = 2816, vocab = 32000, ctx = 512;
-  bool ctx_given = false;
+  bool ctx_given = false, type_given = false;
   long prompt = 32, tokens = 32;
   int threads = 0;
   for (int i = 1; i < argc; ++i) {
@@ -210,7 +210,7 @@ int main(int argc, char** argv) try {
     else if (a == "--ctx") ctx = std::stol(next()), ctx_given = true;
     else if (a == "--model") model_file = next();
     else if (a == "--write-gguf") write_file = next();
-    else if (a == "--type") write_type = next();
+    else if (a == "--type") write_type = next(), type_given = true;
     else if (a == "--prompt") prompt = std::stol(next());
     else if (a == "--tokens") tokens = std::stol(next());
     else if (a == "--threads") threads = std::stoi(next());
@@ -220,6 +220,7 @@ int main(int argc, char** argv) try {
       return 2;
     }
   }
+  if (type_given && write_file.empty()) throw std::invalid_argument("--type applies to --write-gguf FILE only");
   if (!model_file.empty() && (!preset.empty() || !write_file.empty()))
     throw std::invalid_argument("--model runs a file's model: give it without --preset and --write-gguf");
   std::optional<load::LoadedModel> loaded;
