@@ -22,8 +22,11 @@
 #    why, when neither is there.
 # 4. Runs `llama-bench -m FILE -t T -p P -n N -o jsonl` (mean ± sd of its 5
 #    repetitions) and `decode_bench --model FILE --threads T --prompt P
-#    --tokens N --batch 1,1,1` (median and range of 3 sessions) on each file, notes the 1-minute load average beside each figure (other
-#    builds share the machine), and prints one table.
+#    --tokens N --batch 1,1,1` (median and range of 3 sessions) on each
+#    file, notes the 1-minute load average beside each figure (other builds
+#    share the machine), and prints one table.
+# 5. Checks the files mean the same model to both: llama.cpp's logits
+#    (llama_logits.cpp) against lockstep's (load_tool logits) on the llama files.
 #
 # Environment: CACHE (default /work/.cache), THREADS (2), PROMPT (32), TOKENS (16),
 # REPS (3, decode_bench's sessions), BITNET_2B4T (0).
@@ -213,6 +216,41 @@ if [[ -s $MODELS/bitnet-2b4t-i2_s.gguf ]]; then
   bitnetcpp "$MODELS/bitnet-2b4t-i2_s.arch-bitnet.gguf" "bitnet-2b4t-i2_s, arch relabelled"
 fi
 
+# --- 5. the same values? ------------------------------------------------------
+# llama.cpp's logits against lockstep's on each llama file (load_tool's fixed
+# tokens): the file means the same model to both. lockstep computes in f32 on
+# the widened values, llama.cpp with its F16/Q8_0 kernels (activations rounded
+# to f16 / q8 blocks): close, not equal. A llama file whose q/k rows missed
+# llama.cpp's permutation gives max |diff| ~0.6 and corr 0.977 on llama-f16
+# (tried: the rows un-permuted in a copy), against ~0.003 / 0.999999 here.
+LOAD_TOOL=$BUILD/tests/load/load_tool
+LOGITS_ROWS=()
+if [[ -x $LOAD_TOOL ]]; then
+  LLAMA_LOGITS=$LLAMACPP/build/bin/llama_logits
+  if [[ ! -x $LLAMA_LOGITS || $ROOT/bench/infer/llama_logits.cpp -nt $LLAMA_LOGITS ]]; then
+    g++ -O2 -std=c++17 "$ROOT/bench/infer/llama_logits.cpp" -I "$LLAMACPP/src/include" -I "$LLAMACPP/src/ggml/include" \
+      -L "$LLAMACPP/build/bin" -lllama -lggml -lggml-base -Wl,-rpath,"$LLAMACPP/build/bin" -o "$LLAMA_LOGITS" >&2
+  fi
+  for f in llama-f16 llama-q8_0; do
+    "$LLAMA_LOGITS" "$MODELS/$f.gguf" >"$MODELS/$f.llama-logits" 2>/dev/null || { LOGITS_ROWS+=("$f|llama.cpp did not run it"); continue; }
+    "$LOAD_TOOL" logits "$MODELS/$f.gguf" >"$MODELS/$f.lockstep-logits"
+    LOGITS_ROWS+=("$f|$(python3 - "$MODELS/$f.llama-logits" "$MODELS/$f.lockstep-logits" <<'PY'
+import math, struct, sys
+a = [float(x) for x in open(sys.argv[1])]
+b = [struct.unpack("<f", struct.pack("<I", int(h, 16)))[0] for h in open(sys.argv[2]).read().split()]
+if len(a) != len(b): sys.exit(f"{len(a)} logits against {len(b)}")
+ma, mb = sum(a) / len(a), sum(b) / len(b)
+cov = sum((x - ma) * (y - mb) for x, y in zip(a, b))
+corr = cov / math.sqrt(sum((x - ma) ** 2 for x in a) * sum((y - mb) ** 2 for y in b))
+diff = max(abs(x - y) for x, y in zip(a, b))
+print("%.4g|%.4g|%.7f|%s" % (diff, max(map(abs, b)), corr, "same" if a.index(max(a)) == b.index(max(b)) else "differs"))
+PY
+)")
+  done
+else
+  LOGITS_ROWS+=("-|not compared: $LOAD_TOOL is not built (target load_tool)")
+fi
+
 echo
 echo "CPU decode, $THREADS threads, prompt $PROMPT, $TOKENS tokens, batch 1 ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); $(date -u '+%Y-%m-%d %H:%M UTC'))"
 echo
@@ -221,4 +259,13 @@ echo "|---|---|---:|---:|---:|"
 for r in "${ROWS[@]}"; do
   IFS='|' read -r file engine pp tg load <<<"$r"
   echo "| $file | $engine | $pp | $tg | $load |"
+done
+echo
+echo "llama.cpp's logits against lockstep's on the same file (11 fixed tokens, the last position):"
+echo
+echo "| file | max abs diff | max abs logit | correlation | argmax |"
+echo "|---|---:|---:|---:|---|"
+for r in "${LOGITS_ROWS[@]}"; do
+  IFS='|' read -r file d m c am <<<"$r"
+  echo "| $file | $d | $m | $c | $am |"
 done
