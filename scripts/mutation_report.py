@@ -203,7 +203,9 @@ class Scratch:
         return rc == 0
 
     def build_targets(self, targets, timeout):
-        return sh(f"nice -n 5 cmake --build {self.build} -j 2 --target {' '.join(sorted(set(targets)))}", self.tree,
+        # -j 2 on the shared 2-core machine; LOCKSTEP_MUTANT_JOBS on a bigger one (the device host's CPU).
+        jobs = os.environ.get("LOCKSTEP_MUTANT_JOBS", "2")
+        return sh(f"nice -n 5 cmake --build {self.build} -j {jobs} --target {' '.join(sorted(set(targets)))}", self.tree,
                   timeout=timeout, env=self.env)
 
     def run(self, binary, gfilter, env=None, timeout=600):

@@ -4,6 +4,8 @@
 //   decode_bench [--family llama|bitnet] [--preset NAME] [--device cpu|cuda]
 //                [--threads N] [--prompt P] [--tokens T] [--batch B,...]
 //                [--d D --layers L --heads H --kv-heads K --ff F --vocab V --ctx C]
+//                [--profile PASSES]   (CUDA: after each batch's timed passes, PASSES
+//                                      more under the step profile, its table printed)
 //                [--model FILE] [--write-gguf FILE --type f32|f16|bf16|q8_0|i2_s]
 //
 // --model FILE: the model of a file (a GGUF, or a Hugging Face directory)
@@ -64,6 +66,7 @@
 #include "lockstep/util/parallel.hpp"
 #if defined(LOCKSTEP_HAVE_CUDA)
 #include "lockstep/backend/cuda/device.hpp"
+#include "lockstep/backend/cuda/profile.hpp"
 #include "lockstep/backend/cuda/trace.hpp"
 #endif
 
@@ -189,7 +192,7 @@ int main(int argc, char** argv) try {
   std::string family = "llama", device = "cpu", batches = "1,8", preset, model_file, write_file, write_type = "f16";
   long d = 1024, layers = 8, heads = 16, kv = 4, ff = 2816, vocab = 32000, ctx = 512;
   bool ctx_given = false, type_given = false;
-  long prompt = 32, tokens = 32;
+  long prompt = 32, tokens = 32, profile_passes = 0;
   int threads = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -214,6 +217,7 @@ int main(int argc, char** argv) try {
     else if (a == "--prompt") prompt = std::stol(next());
     else if (a == "--tokens") tokens = std::stol(next());
     else if (a == "--threads") threads = std::stoi(next());
+    else if (a == "--profile") profile_passes = std::stol(next());
     else {
       std::fprintf(stderr, "decode_bench: unknown argument %s (see the comment at the top of decode_bench.cpp)\n",
                    a.c_str());
@@ -345,6 +349,21 @@ int main(int argc, char** argv) try {
                static_cast<double>(B) * static_cast<double>(prompt) / prefill_s, rate, per_token, bound,
                100.0 * rate / bound, per_pass);
     std::fflush(stdout);
+#if defined(LOCKSTEP_HAVE_CUDA)
+    if (device == "cuda" && profile_passes > 0) {
+      // More passes under the step profile (every launch timed with events);
+      // the cache keeps growing, so these run at slightly longer lengths.
+      cuda::profile::begin();
+      for (long t = 0; t < profile_passes; ++t) {
+        (void)s->decode(slots, next, threads);
+        cuda::profile::mark("(host: between passes)");
+      }
+      const cuda::profile::Result pr = cuda::profile::end();
+      fmt::print("step profile of {} decode passes at batch {}:\n{}", profile_passes, B,
+                 cuda::profile::table(pr, static_cast<int>(profile_passes), 1e3 * decode_s / static_cast<double>(tokens)));
+      std::fflush(stdout);
+    }
+#endif
   }
   return 0;
 } catch (const std::exception& e) {
