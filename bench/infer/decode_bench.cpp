@@ -6,6 +6,18 @@
 //                [--d D --layers L --heads H --kv-heads K --ff F --vocab V --ctx C]
 //                [--profile PASSES]   (CUDA: after each batch's timed passes, PASSES
 //                                      more under the step profile, its table printed)
+//                [--model FILE] [--write-gguf FILE --type f32|f16|bf16|q8_0|i2_s]
+//
+// --model FILE: the model of a file (a GGUF, or a Hugging Face directory)
+// through lockstep's loader (load::load_model_file: the weights the file
+// holds, rounded types widened to f32, ternary ones as F32 masters) instead
+// of a synthetic one; the shape flags do not apply, --ctx does when given.
+// The same file runs in llama.cpp's llama-bench (bench/infer/cpu_baselines.sh).
+//
+// --write-gguf FILE: write the synthetic model (the shape flags or --preset)
+// as a GGUF with lockstep's writer (load::write_gguf_model; matrices of
+// --type, default f16; i2_s: BitNet's codes, the embedding f16 as bitnet.cpp's
+// files) and exit, for `--model FILE` here and for llama.cpp on the same file.
 //
 // --preset bitnet-b1.58-2b: the synthetic 2B4T shapes (30 layers, hidden
 // 2560, 20 heads of 128, 5 KV heads, FFN 6912, vocab 128256, the tied
@@ -47,6 +59,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -56,7 +70,10 @@
 
 #include "list_arg.hpp"
 #include "lockstep/ad/rng.hpp"
+#include "lockstep/io/gguf_tensor.hpp"
+#include "lockstep/load/model_file.hpp"
 #include "lockstep/model/model.hpp"
+#include "lockstep/tensor/convert.hpp"
 #include "lockstep/util/parallel.hpp"
 #if defined(LOCKSTEP_HAVE_CUDA)
 #include "lockstep/backend/cuda/device.hpp"
@@ -150,12 +167,34 @@ double weight_bytes(const lockstep::model::ModelConfig& cfg, const std::vector<l
   return total;
 }
 
+// Whether every value of the head (lm_head, or the tied embedding) is an f16
+// value: the CUDA decode reads such a head as f16 (the top comment's rules).
+bool head_is_f16(const lockstep::model::ModelConfig& cfg, const std::vector<lockstep::model::Param>& ps) {
+  const std::string head = cfg.tie_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
+  for (const auto& p : ps) {
+    if (p.name != head) continue;
+    return std::all_of(p.value.begin(), p.value.end(),
+                       [](float v) { return lockstep::tensor::f16_to_f32(lockstep::tensor::f32_to_f16(v)) == v; });
+  }
+  return false;
+}
+
+std::uint32_t gguf_matrix_type(const std::string& name) {
+  if (name == "f32") return lockstep::io::kGgmlF32;
+  if (name == "f16") return lockstep::io::kGgmlF16;
+  if (name == "bf16") return lockstep::io::kGgmlBF16;
+  if (name == "q8_0") return lockstep::io::kGgmlQ8_0;
+  if (name == "i2_s") return lockstep::io::kGgmlTypeI2S;
+  throw std::invalid_argument("--type " + name + " is not one of f32, f16, bf16, q8_0, i2_s");
+}
+
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   using namespace lockstep;
-  std::string family = "llama", device = "cpu", batches = "1,8", preset;
+  std::string family = "llama", device = "cpu", batches = "1,8", preset, model_file, write_file, write_type = "f16";
   long d = 1024, layers = 8, heads = 16, kv = 4, ff = 2816, vocab = 32000, ctx = 512;
+  bool ctx_given = false, type_given = false;
   long prompt = 32, tokens = 32, profile_passes = 0;
   int threads = 0;
   bool layers_given = false;
@@ -175,7 +214,10 @@ int main(int argc, char** argv) {
     else if (a == "--kv-heads") kv = std::stol(next());
     else if (a == "--ff") ff = std::stol(next());
     else if (a == "--vocab") vocab = std::stol(next());
-    else if (a == "--ctx") ctx = std::stol(next());
+    else if (a == "--ctx") ctx = std::stol(next()), ctx_given = true;
+    else if (a == "--model") model_file = next();
+    else if (a == "--write-gguf") write_file = next();
+    else if (a == "--type") write_type = next(), type_given = true;
     else if (a == "--prompt") prompt = std::stol(next());
     else if (a == "--tokens") tokens = std::stol(next());
     else if (a == "--threads") threads = std::stoi(next());
@@ -186,8 +228,19 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (type_given && write_file.empty()) throw std::invalid_argument("--type applies to --write-gguf FILE only");
+  if (!model_file.empty() && (!preset.empty() || !write_file.empty()))
+    throw std::invalid_argument("--model runs a file's model: give it without --preset and --write-gguf");
+  std::optional<load::LoadedModel> loaded;
+  if (!model_file.empty()) loaded = load::load_model_file(model_file);
   model::ModelConfig cfg = model::preset(family == "bitnet" ? "bitnet-tiny" : "llama-tiny");
-  if (!preset.empty()) {
+  if (loaded) {
+    cfg = loaded->config;
+    if (ctx_given) cfg.max_seq = ctx;
+    if (cfg.max_seq < prompt + tokens + 1)
+      throw std::invalid_argument(fmt::format("{}: context {} is shorter than --prompt {} + --tokens {} (give --ctx)",
+                                              model_file, cfg.max_seq, prompt, tokens));
+  } else if (!preset.empty()) {
     cfg = model::preset(preset);
     cfg.max_seq = ctx;
     if (layers_given) cfg.n_layer = layers;
@@ -207,13 +260,37 @@ int main(int argc, char** argv) {
     cfg.max_seq = ctx;
   }
   cfg.validate();
+  vocab = cfg.vocab_size;
+  d = cfg.d_model;
+  layers = cfg.n_layer;
+  kv = cfg.n_kv_head;
   threads = util::resolve_threads(threads);
-  auto m = model::make_model(cfg, device);
-  if (preset.empty())
-    m->init(1);
-  else
-    fill_synthetic(m->params(), threads);
-  const bool head_f16 = !preset.empty() && cfg.tie_embeddings;  // fill_synthetic's f16 grid
+  std::unique_ptr<model::Model> m;
+  if (loaded) {
+    // The loader's notes (one a tensor: "F16 read as F32 (exact)"): the first and how many.
+    if (!loaded->notes.empty())
+      fmt::print(stderr, "decode_bench: {} loader notes, the first: {}\n", loaded->notes.size(), loaded->notes.front());
+    m = load::make_loaded_model(std::move(*loaded), device);
+  } else {
+    m = model::make_model(cfg, device);
+    if (preset.empty())
+      m->init(1);
+    else
+      fill_synthetic(m->params(), threads);
+  }
+  if (!write_file.empty()) {
+    load::GgufWriteOptions opt;
+    opt.matrix_type = gguf_matrix_type(write_type);
+    if (opt.matrix_type == io::kGgmlTypeI2S) opt.embedding_type = io::kGgmlF16;  // as bitnet.cpp's I2_S files
+    // A BitNet model in a float type: its projections as code · scale (bitnet.cpp's
+    // converter's floats; read back as ternary), so every reader runs the same codes.
+    opt.bitnet_ternary_floats = cfg.family == model::Family::Bitnet;
+    opt.name = "decode_bench synthetic";
+    load::write_gguf_model(write_file, cfg, std::as_const(*m).params(), opt);
+    fmt::print("{}: {} ({})\n", write_file, cfg.summary(), write_type);
+    return 0;
+  }
+  const bool head_f16 = head_is_f16(cfg, std::as_const(*m).params());
 
   const double bw = device == "cpu" ? host_copy_bandwidth(std::size_t{1} << 29, 5)
 #if defined(LOCKSTEP_HAVE_CUDA)
@@ -303,4 +380,7 @@ int main(int argc, char** argv) {
 #endif
   }
   return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "decode_bench: %s\n", e.what());
+  return 1;
 }

@@ -8,6 +8,7 @@
 // exactly; malformed files give one escaped line.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -296,6 +297,26 @@ TEST_P(ModelRoundTrip, RoundedTypesGiveTheRoundedModelsLogits) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Micro, ModelRoundTrip, ::testing::Values("llama-micro", "bitnet-micro"));
+
+// llama.cpp's vocabulary loader requires tokenizer.ggml.model: a file written
+// without a tokenizer says "no_vocab" (llama.cpp then makes vocab_size
+// placeholder tokens; bench/infer/cpu_baselines.sh runs llama-bench on such a
+// file), and a tokenizer given in `extra` is kept, its key once.
+TEST(GgufExport, TokenizerModelIsNoVocabWithoutATokenizerAndTheGivenOneWithOne) {
+  auto src = source_model("llama-micro", 3);
+  const auto count = [](const io::GgufFile& g, const std::string& key) {
+    return std::count_if(g.metadata.begin(), g.metadata.end(), [&](const auto& kv) { return kv.first == key; });
+  };
+  const io::GgufFile bare = io::gguf_parse(load::serialize_gguf_model(src->config(), src->params(), {}), "bare");
+  EXPECT_EQ(bare.at("tokenizer.ggml.model").as_string(), "no_vocab");
+  EXPECT_EQ(bare.at("llama.vocab_size").as_int(), src->config().vocab_size);  // what llama.cpp sizes the placeholders by
+  EXPECT_EQ(count(bare, "tokenizer.ggml.model"), 1);
+  load::GgufWriteOptions opt;
+  opt.extra.emplace_back("tokenizer.ggml.model", io::GgufValue::string("llama"));
+  const io::GgufFile tok = io::gguf_parse(load::serialize_gguf_model(src->config(), src->params(), opt), "tok");
+  EXPECT_EQ(tok.at("tokenizer.ggml.model").as_string(), "llama");
+  EXPECT_EQ(count(tok, "tokenizer.ggml.model"), 1);
+}
 
 // BitNet as I2_S (and as F16/F32 code·scale, bitnet.cpp's float files): the
 // model computes from codes and scale only, so the loaded model's logits are

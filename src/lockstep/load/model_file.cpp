@@ -654,6 +654,13 @@ io::GgufWriter gguf_model_writer(const model::ModelConfig& cfg, const std::vecto
   if (cfg.bos_token >= 0) w.set("tokenizer.ggml.bos_token_id", GgufValue::integer(GgufType::kU32, cfg.bos_token));
   if (cfg.eos_token >= 0) w.set("tokenizer.ggml.eos_token_id", GgufValue::integer(GgufType::kU32, cfg.eos_token));
   for (const auto& [k, v] : opt.extra) w.set(k, v);
+  // llama.cpp requires tokenizer.ggml.model (its vocabulary loader stops at a
+  // file without it); "no_vocab" is its name for a file with no vocabulary (read
+  // by every llama.cpp since 2024, bitnet.cpp's fork included), which
+  // it loads with vocab_size placeholder tokens (synthetic benchmark models).
+  const bool has_tokenizer = std::any_of(opt.extra.begin(), opt.extra.end(),
+                                         [](const auto& kv) { return kv.first == "tokenizer.ggml.model"; });
+  if (!has_tokenizer) w.set("tokenizer.ggml.model", GgufValue::string("no_vocab"));
   const std::vector<model::ParamSpec> specs = model::param_specs(cfg);
   if (specs.size() != params.size()) throw std::invalid_argument("GGUF export: the parameters do not match the config");
   for (std::size_t i = 0; i < specs.size(); ++i) {
