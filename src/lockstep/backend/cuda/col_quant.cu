@@ -17,6 +17,7 @@
 
 #include "lockstep/backend/cuda/col_fold.hpp"
 #include "lockstep/backend/cuda/col_quant_launch.hpp"
+#include "lockstep/backend/cuda/cp_async.cuh"
 #include "lockstep/backend/cuda/device.hpp"
 #include "lockstep/backend/cuda/trace_launch.hpp"
 
@@ -35,15 +36,9 @@ constexpr std::uint32_t kEmpty = 2u;  // a segment summary's NaN flag: no rows (
 
 __device__ __forceinline__ float min2(float a, float b) { return a < b ? a : b; }  // ops::min2
 
-__device__ __forceinline__ void cp_async4(float* dst, const float* src) {
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int Pending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
-}
+using ::lockstep::cuda::detail::cp_async4;
+using ::lockstep::cuda::detail::cp_async_commit;
+using ::lockstep::cuda::detail::cp_async_wait;
 
 // Pass 1 without sums: block (strip of 32 columns, chunk c of 512 rows); warp
 // w folds rows [64w, 64w + 64) of the chunk in order, then warp 0 joins the 8

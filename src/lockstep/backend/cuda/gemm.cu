@@ -33,6 +33,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "lockstep/backend/cuda/cp_async.cuh"
 #include "lockstep/backend/cuda/device.hpp"
 #include "lockstep/backend/cuda/gemm_epilogue.cuh"
 #include "lockstep/backend/cuda/gemm_launch.hpp"
@@ -366,15 +367,9 @@ int checked_int(std::size_t n, const char* what) {
 // summed it, with no overlap: 0.35 ms at N 16384 against a ~35 µs chain.)
 constexpr int kSumRows = 64, kSumStages = 5;  // 5 × 64 × 33 floats = 42 KB of shared memory
 
-__device__ __forceinline__ void cp_async4(float* dst, const float* src) {
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int Pending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
-}
+using ::lockstep::cuda::detail::cp_async4;
+using ::lockstep::cuda::detail::cp_async_commit;
+using ::lockstep::cuda::detail::cp_async_wait;
 
 __global__ void __launch_bounds__(256) column_sums_kernel(const float* __restrict__ a, int N, int D,
                                                           float* __restrict__ out) {
