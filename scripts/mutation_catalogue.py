@@ -276,3 +276,14 @@ cuda_mutant("cuda-int8-dp4a-int16-accumulator", "int8_dp4a_int16_accumulator", "
 cuda_mutant("cuda-int8-imma-k-tail-dropped", "int8_imma_k_tail_dropped", "IMMA int8 GEMM: a ragged K loses its tail tile")
 cuda_mutant("cuda-int8-imma-last-column-skipped", "int8_imma_last_column_skipped",
             "IMMA int8 GEMM: an odd M's last column not stored")
+cuda_mutant("cuda-unit-attention-weights-round-down", "unit_attention_weights_round_down",
+            "units attention: weight codes floor(u·inv), the + 0.5 dropped")
+cuda_mutant("cuda-rmsnorm-rows-blocked-lanes", "rmsnorm_rows_blocked_lanes",
+            "RMSNorm's CTA-a-row path: lane j folds a contiguous run, not j, j+32, ...")
+cuda_mutant("cuda-row-quantize-first-warp-max", "row_quantize_first_warp_max",
+            "row_quantize_i8's CTA-a-row path: max |x| of warp 0's elements only")
+cuda_mutant("cuda-col-quant-last-chunk-dropped", "col_quant_last_chunk_dropped",
+            "two-pass column quantizer: the last chunk of rows not joined")
+cuda_mutant("cuda-col-quant-sums-in-pairs", "col_quant_sums_in_pairs",
+            "column quantizer's fused column sums add rows in pairs (reassociated)")
+cuda_mutant("cuda-lora-scale-add-fused", "lora_scale_add_fused", "LoRA glue: y + u·s as fma(u, s, y)")

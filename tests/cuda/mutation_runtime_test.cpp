@@ -36,7 +36,8 @@ namespace lc = lockstep::cuda;
 namespace model = lockstep::model;
 using lc::Mutant;
 
-enum class Family { linear, attention, residual, layernorm, optimizer, int8 };
+enum class Family { linear, attention, residual, layernorm, optimizer, int8, unit_attention, rmsnorm_rows, row_quantize,
+                    col_quant, lora };
 
 struct Entry {
   const char* id;  // the catalogue's id (scripts/mutation_catalogue.py: cuda_mutant)
@@ -60,6 +61,12 @@ const std::vector<Entry>& entries() {
       {"cuda-int8-dp4a-int16-accumulator", Mutant::int8_dp4a_int16_accumulator, Family::int8, 0},
       {"cuda-int8-imma-k-tail-dropped", Mutant::int8_imma_k_tail_dropped, Family::int8, 1},
       {"cuda-int8-imma-last-column-skipped", Mutant::int8_imma_last_column_skipped, Family::int8, 1},
+      {"cuda-unit-attention-weights-round-down", Mutant::unit_attention_weights_round_down, Family::unit_attention},
+      {"cuda-rmsnorm-rows-blocked-lanes", Mutant::rmsnorm_rows_blocked_lanes, Family::rmsnorm_rows},
+      {"cuda-row-quantize-first-warp-max", Mutant::row_quantize_first_warp_max, Family::row_quantize},
+      {"cuda-col-quant-last-chunk-dropped", Mutant::col_quant_last_chunk_dropped, Family::col_quant},
+      {"cuda-col-quant-sums-in-pairs", Mutant::col_quant_sums_in_pairs, Family::col_quant},
+      {"cuda-lora-scale-add-fused", Mutant::lora_scale_add_fused, Family::lora},
   };
   return e;
 }
@@ -72,6 +79,13 @@ std::vector<lc::gate::Case> gate_cases(Family f) {
     case Family::layernorm: return lc::gate::cases_of({"layernorm"});
     case Family::optimizer: return lc::gate::train_cases();
     case Family::int8: return lc::gate::cases_of({"int8_gemm"});
+    // The kernels below have no audited micro-model pass here ("audits -"):
+    // the decode row kernels, the optional column quantizer and the LoRA glue.
+    case Family::unit_attention: return lc::gate::cases_of({"unit_attention"});
+    case Family::rmsnorm_rows: return lc::gate::cases_of({"rmsnorm"});
+    case Family::row_quantize: return lc::gate::cases_of({"row_quantize_i8", "int8_linear"});
+    case Family::col_quant: return lc::gate::cases_of({"col_quant"});
+    case Family::lora: return lc::gate::cases_of({"lora"});
   }
   return {};
 }
@@ -128,7 +142,8 @@ TEST(CudaMutationRuntime, TheCleanKernelsPassTheGatesAndTheAudits) {
   if (!lc::available(&why)) GTEST_SKIP() << why;
   ScopedMutant none(Mutant::none);
   for (const Family f : {Family::linear, Family::attention, Family::residual, Family::layernorm, Family::optimizer,
-                         Family::int8}) {
+                         Family::int8, Family::unit_attention, Family::rmsnorm_rows, Family::row_quantize,
+                         Family::col_quant, Family::lora}) {
     for (const auto& o : lc::gate::run_gates(gate_cases(f), {}))
       ASSERT_EQ(o.difference, "") << "unmutated: " << o.kernel << " on " << o.shape;
   }
@@ -146,7 +161,7 @@ TEST(CudaMutationRuntime, TheCleanKernelsPassTheGatesAndTheAudits) {
 TEST(CudaMutationRuntime, EveryCudaKernelMutantIsCaughtAtRunTime) {
   std::string why;
   if (!lc::available(&why)) GTEST_SKIP() << why;
-  EXPECT_EQ(entries().size(), static_cast<std::size_t>(Mutant::int8_imma_last_column_skipped))
+  EXPECT_EQ(entries().size(), static_cast<std::size_t>(Mutant::lora_scale_add_fused))
       << "a mutant of mutant.hpp is missing from this list";
   std::vector<std::string> missed;
   for (const auto& e : entries()) {
