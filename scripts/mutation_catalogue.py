@@ -131,7 +131,7 @@ TO = "src/lockstep/train/optim.cpp"
 mutant("adam-eps-inside-sqrt", "optimizer", O, "num::fma_rn(sqrtf(v), s.inv_sqrt_bc2, s.eps)",
        "sqrtf(num::fma_rn(v, s.inv_sqrt_bc2 * s.inv_sqrt_bc2, s.eps))", suite="train",
        desc="AdamW's eps inside the square root")
-mutant("adam-decay-everywhere", "optimizer", O, "float q = decay ? p * s.decay : p;", "float q = p * s.decay;",
+mutant("adam-decay-everywhere", "optimizer", O, "float q = decay ? p * s.decay : p;", "float q = (static_cast<void>(decay), p * s.decay);",
        suite="train", desc="weight decay applied to norms and biases too (decay flag ignored)")
 mutant("clip-threshold-off", "optimizer", O, "Fp::div(max_norm, Fp::add(norm, 1e-6f))",
        "Fp::div(max_norm, Fp::add(norm, 1e-1f))", suite="train", desc="clip scale's epsilon 1e-1")
