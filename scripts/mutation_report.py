@@ -295,8 +295,11 @@ ORDER = ["FD", "float=double", "algebra", "composition", "metamorphic", "referen
 
 
 def markdown(results, head, seconds):
-    lines = [f"Measured at {head[:12]} ({seconds / 60:.0f} min on the 2-core machine): "
-             f"`python3 scripts/mutation_report.py --build-dir build/verif`.", "",
+    # The command as it ran (its flags, its LOCKSTEP_MUTANT_JOBS) and the machine's core count, not a fixed line.
+    jobs = os.environ.get("LOCKSTEP_MUTANT_JOBS")
+    cmd = " ".join(["python3", "scripts/mutation_report.py"] + sys.argv[1:])
+    lines = [f"Measured at {head[:12]} ({seconds / 60:.0f} min on {os.cpu_count()} cores): "
+             f"`{'LOCKSTEP_MUTANT_JOBS=' + jobs + ' ' if jobs else ''}{cmd}`.", "",
              "| mutant | area | kind | " + " | ".join(ORDER) + " | verdict |",
              "|---|---|---|" + "---|" * len(ORDER) + "---|"]
     for r in results:
