@@ -9,8 +9,15 @@ tokens/s and torch.cuda.max_memory_allocated.
 
   python3 bench/lora/peft_reference.py [--seq 512] [--batch 1] [--steps 5] [--warmup 1]
                                        [--rank 8] [--targets q_proj,v_proj] [--dtype bf16|fp32]
+                                       [--preset bitnet-b1.58-2b|bitnet-tiny] [--device cuda|cpu]
+                                       [--threads N]
 
-Needs a GPU, torch, transformers (BitNetForCausalLM) and peft; where one is
+--preset bitnet-tiny is lockstep's preset of that name (vocab 4096, hidden 256, 4 layers, 8 query / 2 KV
+heads of 32, FFN 688, tied): the CPU comparison (`--device cpu --dtype fp32 --threads 2`, beside
+`lora_bench --device cpu --preset bitnet-tiny` on the same cores); on the CPU the memory printed is the
+process's peak resident set (ru_maxrss), not a device pool.
+
+Needs torch, transformers (BitNetForCausalLM) and peft, and a GPU for --device cuda; where one is
 missing it says so and exits 0. No download: the config is built here.
 """
 import argparse
@@ -26,6 +33,17 @@ except Exception as e:  # noqa: BLE001
     sys.exit(0)
 
 
+# lockstep's presets of the same names (src/lockstep/model/config.cpp).
+PRESETS = {
+    "bitnet-b1.58-2b": dict(vocab_size=128256, hidden_size=2560, intermediate_size=6912, num_hidden_layers=30,
+                            num_attention_heads=20, num_key_value_heads=5, max_position_embeddings=4096,
+                            bos_token_id=128000, eos_token_id=128001),
+    "bitnet-tiny": dict(vocab_size=4096, hidden_size=256, intermediate_size=688, num_hidden_layers=4,
+                        num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=256,
+                        bos_token_id=0, eos_token_id=1),
+}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seq", type=int, default=512)
@@ -37,30 +55,32 @@ def main():
     ap.add_argument("--dropout", type=float, default=0.05)
     ap.add_argument("--targets", default="q_proj,v_proj")
     ap.add_argument("--dtype", choices=["bf16", "fp32"], default="bf16")
+    ap.add_argument("--preset", choices=sorted(PRESETS), default="bitnet-b1.58-2b")
+    ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    ap.add_argument("--threads", type=int, default=0, help="CPU threads (torch.set_num_threads); 0: torch's default")
     a = ap.parse_args()
-    if not torch.cuda.is_available():
+    on_gpu = a.device == "cuda"
+    if on_gpu and not torch.cuda.is_available():
         print("peft_reference: no CUDA device; skipped")
         return 0
-    dev = torch.device("cuda")
+    if a.threads > 0:
+        torch.set_num_threads(a.threads)
+    dev = torch.device(a.device)
     dtype = torch.bfloat16 if a.dtype == "bf16" else torch.float32
     shape = dict(
-        vocab_size=128256,
-        hidden_size=2560,
-        intermediate_size=6912,
-        num_hidden_layers=30,
-        num_attention_heads=20,
-        num_key_value_heads=5,
+        **PRESETS[a.preset],
         hidden_act="relu2",
-        max_position_embeddings=4096,
         rms_norm_eps=1e-5,
         tie_word_embeddings=True,
-        bos_token_id=128000,
-        eos_token_id=128001,
     )
     try:
         cfg = BitNetConfig(rope_theta=500000.0, **shape)
     except TypeError:  # a transformers whose config takes RoPE as rope_parameters
         cfg = BitNetConfig(rope_parameters={"rope_type": "default", "rope_theta": 500000.0}, **shape)
+    if a.seq > shape["max_position_embeddings"]:
+        print(f"peft_reference: --seq {a.seq} exceeds the preset's context {shape['max_position_embeddings']}",
+              file=sys.stderr)
+        return 2
     torch.manual_seed(1)
     with torch.device(dev):  # initialized on the device (a 2.4B-parameter init on the host takes minutes)
         model = BitNetForCausalLM(cfg)
@@ -87,20 +107,30 @@ def main():
         opt.zero_grad(set_to_none=True)
         return loss
 
+    def sync():
+        if on_gpu:
+            torch.cuda.synchronize()
+
     for _ in range(a.warmup):
         step()
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
+    sync()
+    if on_gpu:
+        torch.cuda.reset_peak_memory_stats()
     t0 = time.perf_counter()
     for _ in range(a.steps):
         loss = step()
-    torch.cuda.synchronize()
+    sync()
     dt = time.perf_counter() - t0
     tok_s = a.batch * a.seq * a.steps / dt
-    peak = torch.cuda.max_memory_allocated() / 2**30
-    print(f"peft {a.dtype} bitnet-b1.58-2b seq {a.seq} batch {a.batch} r {a.rank} targets {a.targets}: "
+    if on_gpu:
+        memory = f"peak GPU memory {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB (torch.cuda.max_memory_allocated"
+    else:
+        import resource
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
+        memory = f"peak resident {rss:.2f} GiB (ru_maxrss, {torch.get_num_threads()} threads"
+    print(f"peft {a.dtype} {a.preset} on {a.device} seq {a.seq} batch {a.batch} r {a.rank} targets {a.targets}: "
           f"{tok_s:.1f} tok/s over {a.steps} steps (last loss {loss.item():.4f}), "
-          f"peak GPU memory {peak:.2f} GiB (torch.cuda.max_memory_allocated; torch {torch.__version__})")
+          f"{memory}; torch {torch.__version__})")
     return 0
 
 
