@@ -16,7 +16,7 @@
 //     256 and the unstaged kernel (head_dim 320: past the staged shared
 //     memory); the attention mutant (its scale dropped) is caught;
 //   * the fused RMSNorm + row codes (rmsnorm_quantize_i8) through its
-//     start-up gate cases (against ops::RmsNorm::forward and
+//     start-up gate cases (against the CPU's RMSNorm and
 //     ops::quantize_rows), clean and poisoned; its mutant (the codes of the
 //     staged x, not of y) is rejected.
 #include <gtest/gtest.h>

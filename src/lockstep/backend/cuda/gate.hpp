@@ -58,7 +58,7 @@ std::vector<Case> int8_cases();
 // "row_quantize_i8"): both of its paths against ops::quantize_rows.
 std::vector<Case> row_quantize_cases();
 // The fused RMSNorm + row quantizer (pointwise_launch.hpp's rmsnorm_quantize_i8,
-// gate_int8.cpp, Case::op "rmsnorm_quantize_i8"): against ops::RmsNorm::forward
+// gate_int8.cpp, Case::op "rmsnorm_quantize_i8"): against cpu::OpKernels' RMSNorm
 // and ops::quantize_rows of its y, the fused kernel and the two-launch path.
 std::vector<Case> norm_quantize_cases();
 // The two-pass column quantizer (gate_col_quant.cpp, Case::op "col_quant",

@@ -24,6 +24,7 @@
 #include <fmt/format.h>
 
 #include "lockstep/ad/rng.hpp"
+#include "lockstep/backend/cpu/ops.hpp"
 #include "lockstep/backend/cuda/device.hpp"
 #include "lockstep/backend/cuda/gate.hpp"
 #include "lockstep/backend/cuda/gemm_launch.hpp"
@@ -31,7 +32,6 @@
 #include "lockstep/backend/cuda/pointwise_launch.hpp"
 #include "lockstep/num/fp.hpp"
 #include "lockstep/ops/arg_arrays.hpp"
-#include "lockstep/ops/norm.hpp"
 #include "lockstep/ops/quant.hpp"
 
 namespace lockstep::cuda::gate {
@@ -211,7 +211,7 @@ std::vector<QuantShape> quant_shapes() {
 }
 
 // --- the fused RMSNorm + row quantizer (pointwise_launch.hpp's rmsnorm_quantize_i8) ---
-// Against ops::RmsNorm::forward (y, rstd), then ops::quantize_rows of that y
+// Against the CPU's RMSNorm (cpu::OpKernels: y, rstd), then ops::quantize_rows of that y
 // (codes, step): the fused CTA-a-row kernel (rows <= 32, dim <= 8192; 16-byte
 // and scalar loads, x off alignment, y over x) and the two-launch path past
 // it. x: the norm gates' rows of very different scales (ops::Seed norm_rows:
@@ -246,11 +246,12 @@ std::string run_norm_quant_case(const NormQuantShape& s, std::uint64_t seed) {
   ops::seed_floats(ops::Seed::of(ops::Seed::Kind::norm_rows, s.D), rng, x.data(), n);
   ops::seed_floats(ops::Seed::normal(1.0), rng, w.data(), s.D);
   for (std::size_t i = 5; i < n; i += 97) x[i] = -0.0f;
+  // The CPU kernel set's RMSNorm (what the CPU decode runs; = ops::RmsNorm::forward), then the spec's quantizer.
   const ops::NormConfig cfg{s.N, s.D, 1e-5};
-  const ops::RmsNorm::Inputs<float> in{Tensor<float>({s.N, s.D}, x), Tensor<float>({s.D}, w)};
-  const ops::RmsNorm::Outputs<float> want = ops::RmsNorm::forward(cfg, in);
+  std::vector<float> y_want(n), rstd_want(s.N);
+  cpu::OpKernels().run(cfg, ops::RmsNorm::FwdArgs<float>{x.data(), w.data(), y_want.data(), rstd_want.data()});
   const float floor_x = static_cast<float>(ops::BitLinear::kActFloor);
-  const ops::RowCodes<float> codes_want = ops::quantize_rows(want.y.ptr(), s.N, s.D, floor_x);
+  const ops::RowCodes<float> codes_want = ops::quantize_rows(y_want.data(), s.N, s.D, floor_x);
   const std::optional<std::uint32_t> p = poison();
   const std::uint32_t fill = p ? *p : kSentinel;
   // x and y: the row data at lead = kLead + offset floats (kLead keeps it 64-byte aligned before the offset).
@@ -267,13 +268,13 @@ std::string run_norm_quant_case(const NormQuantShape& s, std::uint64_t seed) {
   launch::rmsnorm_quantize_i8(s.N, s.D, static_cast<float>(cfg.eps), dx.data() + lead, dw.data(), y,
                               drstd.data() + kLead, floor_x, codes, dstep.data() + kLead);
   synchronize("rmsnorm_quantize_i8 gate");
-  std::string d = guarded_difference("y", want.y.data, (s.in_place ? dx : dy).download(), lead, fill, s.D);
+  std::string d = guarded_difference("y", y_want, (s.in_place ? dx : dy).download(), lead, fill, s.D);
   if (!d.empty()) return d;
   if (!s.in_place) {  // x is read only
     d = guarded_difference("x (an input)", x, dx.download(), lead, fill, s.D);
     if (!d.empty()) return d;
   }
-  d = guarded_difference("rstd", want.rstd.data, drstd.download(), kLead, fill, 1);
+  d = guarded_difference("rstd", rstd_want, drstd.download(), kLead, fill, 1);
   if (!d.empty()) return d;
   d = guarded_difference("step", codes_want.step, dstep.download(), kLead, fill, 1);
   if (!d.empty()) return d;
