@@ -251,6 +251,29 @@ TEST(CudaGateCases, TheDecodeRowKernelsAreGatedAtTheDecodeWidths) {
   }
 }
 
+// The fused RMSNorm + row quantizer (norm.cu's rmsnorm_quantize_i8: one
+// kernel for rows <= 32 and dim <= 8192, the two launches past it) is gated
+// at start-up on both paths at the 2B4T widths, in place (y = x) and off
+// 16-byte alignment (its scalar loads).
+TEST(CudaGateCases, TheFusedNormQuantizeIsGatedAtTheDecodeWidths) {
+  struct Seen {
+    bool few = false, many = false;
+  };
+  std::map<std::size_t, Seen> seen;
+  bool in_place = false, offset = false;
+  for (const auto& c : lc::gate::cases_of({"rmsnorm_quantize_i8"})) {
+    std::size_t rows = 0, dim = 0;
+    ASSERT_EQ(std::sscanf(c.shape.c_str(), "rows %zu dim %zu", &rows, &dim), 2) << c.shape;
+    (rows <= 32 && dim <= 8192 ? seen[dim].few : seen[dim].many) = true;
+    in_place |= c.shape.find(" y=x") != std::string::npos && rows <= 32;
+    offset |= c.shape.find(" at +") != std::string::npos && rows <= 32;
+  }
+  for (std::size_t D : {2560u, 6912u})
+    EXPECT_TRUE(seen[D].few && seen[D].many) << "rmsnorm_quantize_i8 at dim " << D << ": both paths gated";
+  EXPECT_TRUE(in_place) << "no fused case with y over x";
+  EXPECT_TRUE(offset) << "no fused case off 16-byte alignment";
+}
+
 // The LoRA branch's glue (lora.cu) is gated at start-up: its cases are in the
 // start-up list, for each kernel and both directions of the dropout.
 TEST(CudaGateCases, TheLoraGlueIsGated) {

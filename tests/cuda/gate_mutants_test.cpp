@@ -43,7 +43,7 @@ const std::vector<Mutant>& all_mutants() {
       Mutant::int8_imma_last_column_skipped, Mutant::unit_attention_weights_round_down,
       Mutant::rmsnorm_rows_blocked_lanes, Mutant::row_quantize_first_warp_max,
       Mutant::col_quant_last_chunk_dropped, Mutant::col_quant_sums_in_pairs,
-      Mutant::lora_scale_add_fused,
+      Mutant::lora_scale_add_fused,       Mutant::norm_quantize_stale_row,
   };
   return m;
 }
@@ -70,6 +70,7 @@ std::vector<lc::gate::Case> family_cases(Mutant m) {
     case Mutant::col_quant_last_chunk_dropped:
     case Mutant::col_quant_sums_in_pairs: return lc::gate::cases_of({"col_quant"});
     case Mutant::lora_scale_add_fused: return lc::gate::cases_of({"lora"});
+    case Mutant::norm_quantize_stale_row: return lc::gate::cases_of({"rmsnorm_quantize_i8"});
     case Mutant::none: return lc::gate::all_cases();
   }
   return {};
@@ -84,7 +85,7 @@ struct ScopedMutant {
 // Every enumerator appears exactly once above (a new one must be added here:
 // the switch in family_cases has no default, so -Wswitch names it).
 TEST(CudaGateMutants, ListCoversTheEnum) {
-  EXPECT_EQ(all_mutants().size(), static_cast<std::size_t>(Mutant::lora_scale_add_fused));
+  EXPECT_EQ(all_mutants().size(), static_cast<std::size_t>(Mutant::norm_quantize_stale_row));
 }
 
 TEST(CudaGateMutants, CleanKernelsPassEveryGate) {
@@ -423,6 +424,7 @@ INSTANTIATE_TEST_SUITE_P(AllMutants, CudaGateMutant, ::testing::ValuesIn(all_mut
                                return std::string("col_quant_last_chunk_dropped");
                              case Mutant::col_quant_sums_in_pairs: return std::string("col_quant_sums_in_pairs");
                              case Mutant::lora_scale_add_fused: return std::string("lora_scale_add_fused");
+                             case Mutant::norm_quantize_stale_row: return std::string("norm_quantize_stale_row");
                            }
                            return std::string("unknown");
                          });

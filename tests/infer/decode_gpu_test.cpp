@@ -2,15 +2,20 @@
 // model's bits, for every position, from one prefill, from a chunked
 // prefill and token by token, and for 8 sequences of other lengths decoded
 // together — per family micro config (and the variants that cross the 64-key
-// block, interleaved RoPE, multi-query, multi-head).
+// block, interleaved RoPE, multi-query, multi-head); with the session-8
+// decode kernels (fused norm + codes, joined and prefetched GEMVs) and without.
 #include <gtest/gtest.h>
 
 #include <cctype>
 #include <cmath>
 #include <ostream>
+#include <cstdio>
 #include <string>
+#include <string_view>
 
 #include "decode_util.hpp"
+#include "lockstep/backend/cuda/pointwise_launch.hpp"
+#include "lockstep/backend/cuda/trace.hpp"
 
 namespace {
 
@@ -31,8 +36,17 @@ class DecodeGpu : public ::testing::TestWithParam<mt::NamedConfig> {
     auto& g = gpu_->params();
     for (std::size_t i = 0; i < g.size(); ++i) g[i].value = cpu_->params()[i].value;
   }
+  void TearDown() override { cuda::launch::set_decode_fusion(-1); }
   std::unique_ptr<model::Model> cpu_, gpu_;
 };
+
+// Launches since the trace's last reset whose path name starts with `prefix`.
+long launches_of(std::string_view prefix) {
+  long n = 0;
+  for (const auto& [name, count] : cuda::trace::process_log().launches())
+    if (name.starts_with(prefix)) n += count;
+  return n;
+}
 
 TEST_P(DecodeGpu, PrefillAndDecodeLogitsEqualTheCpus) {
   const auto& cfg = cpu_->config();
@@ -51,6 +65,47 @@ TEST_P(DecodeGpu, EightSequencesTogetherEqualTheCpus) {
     EXPECT_EQ(mt::differing_bits(got[s], want[s]), 0u) << "sequence " << s << ": GPU batched vs CPU batched";
     EXPECT_EQ(mt::differing_bits(got[s], batched(*gpu_, {e.seqs[s]}, {e.prompt[s]}, 1)[0]), 0u)
         << "sequence " << s << ": GPU batched vs GPU alone";
+  }
+}
+
+// The session-8 decode changes (LOCKSTEP_DECODE_FUSION; docs/perf/DECODE_CUDA.md
+// §9) change no bit: the norms with the BitLinears' activation codes fused in
+// (DecodeBackend<cuda::OpKernels>::rmsnorm), the BitLinears on one input
+// joined into one launch (q, k, v; gate, up: ternary_gemv_parts) and the
+// prefetched ternary_gemv. Token by token and batched, the logits with the
+// changes on and off are the CPU's. With them on, a BitNet pass runs the
+// fused norm, fewer separate row quantizations and the joined GEMVs; the
+// families without BitLinears run none of them.
+TEST_P(DecodeGpu, TheFusedDecodeKernelsChangeNoBit) {
+  const auto& cfg = cpu_->config();
+  const auto t = random_tokens(static_cast<std::size_t>(cfg.max_seq), cfg.vocab_size, 7);
+  const std::vector<float> want = prefill_all(*cpu_, t, 2);
+  const Eight e = eight_sequences(cfg, 13);
+  const auto want8 = batched(*cpu_, e.seqs, e.prompt, 2);
+  long fused[2] = {}, quantized[2] = {}, joined3[2] = {}, joined2[2] = {};
+  for (int on : {0, 1}) {
+    cuda::launch::set_decode_fusion(on);
+    cuda::trace::process_log().reset_launches();
+    EXPECT_EQ(mt::differing_bits(token_by_token(*gpu_, t, 1), want), 0u) << "token by token, fusion " << on;
+    const auto got8 = batched(*gpu_, e.seqs, e.prompt, 1);
+    for (std::size_t s = 0; s < e.seqs.size(); ++s)
+      EXPECT_EQ(mt::differing_bits(got8[s], want8[s]), 0u) << "sequence " << s << " batched, fusion " << on;
+    fused[on] = launches_of("rmsnorm_quantize_i8");
+    quantized[on] = launches_of("row_quantize_i8");
+    joined3[on] = launches_of("ternary_gemv (a warp a row, prefetched, 3 parts)");
+    joined2[on] = launches_of("ternary_gemv (a warp a row, prefetched, 2 parts)");
+  }
+  std::printf("%s: fusion off: %ld fused norms, %ld row_quantize_i8, %ld + %ld joined GEMVs; on: %ld, %ld, %ld + %ld\n",
+              GetParam().name.c_str(), fused[0], quantized[0], joined3[0], joined2[0], fused[1], quantized[1],
+              joined3[1], joined2[1]);
+  EXPECT_EQ(fused[0] + joined3[0] + joined2[0], 0) << "a session-8 kernel ran with the changes off";
+  if (cfg.family == model::Family::Bitnet) {
+    EXPECT_GT(fused[1], 0) << "the fused norm never ran in a BitNet decode";
+    EXPECT_LT(quantized[1], quantized[0]) << "the fusion left every separate row quantization in place";
+    EXPECT_GT(joined3[1], 0) << "q, k and v never ran as one launch";
+    EXPECT_GT(joined2[1], 0) << "gate and up never ran as one launch";
+  } else {
+    EXPECT_EQ(fused[1] + joined3[1] + joined2[1], 0) << "a session-8 kernel ran in a model without BitLinears";
   }
 }
 

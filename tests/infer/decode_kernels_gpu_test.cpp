@@ -14,11 +14,16 @@
 //     blocks with 16-byte copies (head_dim 128, the 2B4T heads, 1 to 3 key
 //     blocks), with scalar copies (head_dim 6; an odd key block), head_dim
 //     256 and the unstaged kernel (head_dim 320: past the staged shared
-//     memory); the attention mutant (its scale dropped) is caught.
+//     memory); the attention mutant (its scale dropped) is caught;
+//   * the fused RMSNorm + row codes (rmsnorm_quantize_i8) through its
+//     start-up gate cases (against the CPU's RMSNorm and
+//     ops::quantize_rows), clean and poisoned; its mutant (the codes of the
+//     staged x, not of y) is rejected.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <limits>
 #include <vector>
 
@@ -27,8 +32,10 @@
 #include "lockstep/backend/cuda/decode_launch.hpp"
 #include "lockstep/backend/cuda/decode_linear_launch.hpp"
 #include "lockstep/backend/cuda/device.hpp"
+#include "lockstep/backend/cuda/gate.hpp"
 #include "lockstep/backend/cuda/gemm_launch.hpp"
 #include "lockstep/backend/cuda/mutant.hpp"
+#include "lockstep/backend/cuda/pointwise_launch.hpp"
 #include "lockstep/model/model.hpp"
 #include "lockstep/ops/cached_attention.hpp"
 #include "lockstep/ops/op.hpp"
@@ -70,6 +77,39 @@ std::vector<float> gpu_bitlinear(const Shape& s, const std::vector<float>& x, co
   return y.download();
 }
 
+// Several BitLinears on one x [N, K] in one launch (ternary_gemv_parts: q, k, v;
+// gate, up): each part's y [N, M_p].
+std::vector<std::vector<float>> gpu_bitlinear_parts(std::size_t N, std::size_t K, const std::vector<std::size_t>& Ms,
+                                                    const std::vector<float>& x,
+                                                    const std::vector<std::vector<float>>& ws) {
+  cuda::DeviceBuffer<float> dx(x.size()), step(N);
+  cuda::DeviceBuffer<std::int8_t> xq(N * K);
+  dx.upload(x);
+  launch::row_quantize_i8(dx.data(), N, K, static_cast<float>(ops::BitLinear::kActFloor), xq.data(), step.data(),
+                          nullptr);
+  std::vector<cuda::DeviceBuffer<float>> params(Ms.size()), ys(Ms.size());
+  std::vector<cuda::DeviceBuffer<std::uint32_t>> words(Ms.size());
+  std::vector<launch::TernaryPart> parts;
+  for (std::size_t p = 0; p < Ms.size(); ++p) {
+    const std::size_t n = Ms[p] * K;
+    cuda::DeviceBuffer<float> dw(n), codes(n), dequant(n), scratch(launch::ternary_scratch(n));
+    dw.upload(ws[p]);
+    params[p].resize(2);
+    launch::ternary_quantize(dw.data(), n, static_cast<float>(n), static_cast<float>(1e-5), codes.data(),
+                             dequant.data(), params[p].data(), scratch.data());
+    words[p].resize(Ms[p] * 4 * launch::ternary_units(K));
+    launch::ternary_pack(codes.data(), Ms[p], K, words[p].data());
+    cuda::synchronize("ternary_gemv_parts test: packing");
+    ys[p].resize(N * Ms[p]);
+    parts.push_back({words[p].data(), Ms[p], params[p].data(), ys[p].data()});
+  }
+  launch::ternary_gemv_parts(parts.data(), parts.size(), K, xq.data(), N, step.data());
+  cuda::synchronize("ternary_gemv_parts test");
+  std::vector<std::vector<float>> out;
+  for (auto& y : ys) out.push_back(y.download());
+  return out;
+}
+
 std::vector<float> cpu_bitlinear(const Shape& s, const std::vector<float>& x, const std::vector<float>& w) {
   const ops::BitLinear::Inputs<float> in{Tensor<float>({s.N, s.K}, x), Tensor<float>({s.M, s.K}, w)};
   return ops::BitLinear::forward(ops::QuantLinearConfig{s.N, s.K, s.M}, in).y.data;
@@ -100,8 +140,10 @@ std::vector<float> cpu_chain(const Shape& s, const std::vector<float>& x, const 
   return y;
 }
 
+// K 10000: 157 units a row, past the 128 a warp prefetches (the loop over the rest).
 const std::vector<Shape> kTernaryShapes{{1, 2560, 640}, {1, 65, 3},    {3, 1, 7},     {5, 63, 129}, {17, 130, 33},
-                                        {40, 257, 100}, {32, 6912, 300}, {2, 2560, 6912}, {1, 6912, 2560}};
+                                        {40, 257, 100}, {32, 6912, 300}, {2, 2560, 6912}, {1, 6912, 2560},
+                                        {3, 10000, 45}};
 // K % 8 == 0 (2560, 64, 2568: the f16 weights take the row kernel) and not.
 const std::vector<Shape> kChainShapes{{1, 2560, 5000}, {3, 33, 4097}, {4, 64, 130},   {8, 100, 300},
                                       {9, 31, 129},    {16, 65, 257}, {17, 1, 200},  {40, 2560, 1000},
@@ -126,6 +168,36 @@ class DecodeKernelsGpu : public ::testing::Test {
       if (print && d != 0) ADD_FAILURE() << "ternary_gemv N " << s.N << " K " << s.K << " M " << s.M << ": " << d
                                          << " cells differ from ops::BitLinear::forward";
       total += d;
+    }
+    return total;
+  }
+  // Differing cells over the joined launches: q, k, v and gate, up at the
+  // 2B4T shapes, ragged ones (parts of 1, 3, 9, 17, 33 rows: CTAs with idle
+  // warps between the parts; a part of exactly one CTA), K past the
+  // prefetched units.
+  static std::size_t parts_differences(bool print) {
+    struct PartsShape {
+      std::size_t N, K;
+      std::vector<std::size_t> Ms;
+    };
+    const std::vector<PartsShape> shapes{{1, 2560, {2560, 640, 640}}, {8, 2560, {2560, 640, 640}},
+                                         {32, 2560, {6912, 6912}},    {3, 65, {1, 9, 3}},
+                                         {5, 130, {17, 8, 33}},       {2, 10000, {45, 8}}};
+    std::size_t total = 0;
+    std::uint64_t seed = 50;
+    for (const PartsShape& s : shapes) {
+      std::vector<float> x = uniform(s.N * s.K, 3.0, seed++);
+      x[0] = -0.0f;
+      std::vector<std::vector<float>> ws;
+      for (std::size_t M : s.Ms) ws.push_back(uniform(M * s.K, 0.1, seed++));
+      const auto got = gpu_bitlinear_parts(s.N, s.K, s.Ms, x, ws);
+      for (std::size_t p = 0; p < s.Ms.size(); ++p) {
+        const std::size_t d = differing_bits(got[p], cpu_bitlinear({s.N, s.K, s.Ms[p]}, x, ws[p]));
+        if (print && d != 0) ADD_FAILURE() << "ternary_gemv_parts N " << s.N << " K " << s.K << " part " << p
+                                           << " of " << s.Ms.size() << " (M " << s.Ms[p] << "): " << d
+                                           << " cells differ from ops::BitLinear::forward";
+        total += d;
+      }
     }
     return total;
   }
@@ -159,20 +231,38 @@ class DecodeKernelsGpu : public ::testing::Test {
   }
 };
 
-TEST_F(DecodeKernelsGpu, TernaryGemvEqualsTheBitLinearSpec) { EXPECT_EQ(ternary_differences(true), 0u); }
+// Both forms of ternary_gemv: the prefetched one (the default) and session 7's (LOCKSTEP_DECODE_FUSION=0).
+TEST_F(DecodeKernelsGpu, TernaryGemvEqualsTheBitLinearSpec) {
+  for (int prefetch : {1, 0}) {
+    launch::set_decode_fusion(prefetch);
+    EXPECT_EQ(ternary_differences(true), 0u) << (prefetch ? "prefetched" : "not prefetched");
+  }
+  launch::set_decode_fusion(-1);
+}
+
+// Several BitLinears on one input in one launch (ternary_gemv_parts), both forms.
+TEST_F(DecodeKernelsGpu, JoinedTernaryGemvsEqualTheBitLinearSpec) {
+  for (int prefetch : {1, 0}) {
+    launch::set_decode_fusion(prefetch);
+    EXPECT_EQ(parts_differences(true), 0u) << (prefetch ? "prefetched" : "not prefetched");
+  }
+  launch::set_decode_fusion(-1);
+}
 
 TEST_F(DecodeKernelsGpu, ChainGemvEqualsTheCanonicalMatmul) { EXPECT_EQ(chain_differences(true), 0u); }
 
 TEST_F(DecodeKernelsGpu, PlantedBugsAreCaught) {
   launch::set_decode_linear_mutant(launch::DecodeLinearMutant::ternary_last_unit_dropped);
   const std::size_t t = ternary_differences(false);
+  const std::size_t tp = parts_differences(false);
   launch::set_decode_linear_mutant(launch::DecodeLinearMutant::chain_mul_add);
   const std::size_t c = chain_differences(false);
   launch::set_decode_linear_mutant(launch::DecodeLinearMutant::none);
-  std::printf("planted: ternary_gemv dropping each row's last 64 codes: %zu cells differ; chain_gemv with mul+add "
-              "for fma: %zu cells differ\n",
-              t, c);
+  std::printf("planted: ternary_gemv dropping each row's last 64 codes: %zu cells differ (joined launches: %zu); "
+              "chain_gemv with mul+add for fma: %zu cells differ\n",
+              t, tp, c);
   EXPECT_GT(t, 0u) << "the ternary comparison did not see the dropped codes";
+  EXPECT_GT(tp, 0u) << "the joined ternary comparison did not see the dropped codes";
   EXPECT_GT(c, 0u) << "the chain comparison did not see the unfused product";
 }
 
@@ -242,6 +332,27 @@ TEST_F(DecodeKernelsGpu, CachedAttentionEqualsTheSpec) {
   cuda::set_mutant(cuda::Mutant::none);
   std::printf("planted: cached_attention without its scale: %zu cells differ\n", planted);
   EXPECT_GT(planted, 0u) << "the attention comparison did not see the dropped scale";
+}
+
+TEST_F(DecodeKernelsGpu, RmsNormQuantizeEqualsTheSpecAndItsMutantIsCaught) {
+  const auto cases = cuda::gate::cases_of({"rmsnorm_quantize_i8"});
+  ASSERT_GT(cases.size(), 0u);
+  const auto count_failed = [&cases] {
+    std::size_t failed = 0;
+    for (const auto& o : cuda::gate::run_gates(cases, {}))
+      if (!o.difference.empty()) {
+        if (failed++ == 0) std::printf("  first: %s on %s%s: %s\n", o.kernel.c_str(), o.shape.c_str(),
+                                       o.poisoned ? " (dirty)" : "", o.difference.c_str());
+      }
+    return failed;
+  };
+  EXPECT_EQ(count_failed(), 0u) << "the clean kernel fails its gate cases";
+  cuda::set_mutant(cuda::Mutant::norm_quantize_stale_row);
+  const std::size_t caught = count_failed();
+  cuda::set_mutant(cuda::Mutant::none);
+  std::printf("planted: rmsnorm_quantize_i8 coding the staged x, not y: %zu of %zu runs rejected\n", caught,
+              2 * cases.size());
+  EXPECT_GT(caught, 0u);
 }
 
 }  // namespace

@@ -35,6 +35,7 @@
 #include "lockstep/backend/cuda/int8_gemm.hpp"
 #include "lockstep/backend/cuda/ops.hpp"
 #include "lockstep/backend/cuda/optim_launch.hpp"
+#include "lockstep/backend/cuda/pointwise_launch.hpp"
 #include "lockstep/backend/cuda/probe.hpp"
 #include "lockstep/backend/cuda/profile.hpp"
 #include "lockstep/model/kernel_model.hpp"
@@ -213,6 +214,12 @@ struct DecodeBackend<cuda::OpKernels> {
     cuda::DeviceBuffer<std::int8_t> xq;
     cuda::DeviceBuffer<float> step;
     cuda::DeviceBuffer<int> flag;
+    bool bitlinear_seen = false;  // a BitLinear ran on the GEMVs: the norms' outputs are worth quantizing
+    // BitLinears on the held codes st.xq [pending_rows, pending_in] not yet
+    // launched: joined into one ternary_gemv_parts launch at the next kernel
+    // of any other kind (flush, which the decode kernel set calls first).
+    std::vector<cuda::launch::TernaryPart> pending;
+    std::size_t pending_in = 0, pending_rows = 0;
   };
   static const Ternary& ternary(State& st, const float* w, std::size_t out, std::size_t in) {
     auto it = st.ternary.find(w);
@@ -245,21 +252,63 @@ struct DecodeBackend<cuda::OpKernels> {
   }
   // Returns whether st.xq/st.step hold the codes of a.x afterwards; `held`: they
   // do already (the decode kernel set's promise: the same input, unchanged).
+  // With the session-8 changes on (cuda::launch::decode_fusion), a BitLinear
+  // on held codes joins the ones before it (q, k and v; gate and up: one
+  // ternary_gemv_parts launch, each part's cells as its own launch computes
+  // them); the launch waits for the next kernel of another kind (flush).
   static bool linear(cuda::OpKernels& k, State& st, const ops::QuantLinearConfig& c,
                      const ops::BitLinear::FwdArgs<float>& a, cuda::Aux& aux, bool held) {
     if (c.rows > kGemvRows || c.in > kGemvMaxIn) {
+      flush(k, st);
       k.run(c, a, aux);
       return false;
     }
     ops::BitLinear::validate(c);
-    const Ternary& t = ternary(st, a.w, c.out, c.in);
+    const Ternary& t = ternary(st, a.w, c.out, c.in);  // a first use packs: kernels on buffers of its own
+    st.bitlinear_seen = true;
+    if (!held || st.pending.size() == launch::kTernaryMaxParts) flush(k, st);
     if (!held) {
       st.xq.resize(c.rows * c.in);
       st.step.resize(c.rows);
       launch::row_quantize_i8(a.x, c.rows, c.in, static_cast<float>(ops::BitLinear::kActFloor), st.xq.data(),
                               st.step.data(), nullptr);
     }
-    launch::ternary_gemv(t.words.data(), c.out, c.in, st.xq.data(), c.rows, st.step.data(), t.params.data(), a.y);
+    if (!launch::decode_fusion()) {
+      launch::ternary_gemv(t.words.data(), c.out, c.in, st.xq.data(), c.rows, st.step.data(), t.params.data(), a.y);
+      return true;
+    }
+    st.pending.push_back({t.words.data(), c.out, t.params.data(), a.y});
+    st.pending_in = c.in;
+    st.pending_rows = c.rows;
+    return true;
+  }
+  // Launches the joined BitLinears (nothing when none wait).
+  static void flush(cuda::OpKernels&, State& st) {
+    if (st.pending.empty()) return;
+    launch::ternary_gemv_parts(st.pending.data(), st.pending.size(), st.pending_in, st.xq.data(), st.pending_rows,
+                               st.step.data());
+    st.pending.clear();
+  }
+  // A pass starts: nothing of a pass that threw is launched later.
+  static void drop_pending(State& st) { st.pending.clear(); }
+  // RMSNorm with the int8 codes of its output fused in (rmsnorm_quantize_i8:
+  // rmsnorm_fwd's y and rstd, row_quantize_i8's codes and steps of y, in one
+  // launch), where the GEMVs would quantize y next: few rows, a model whose
+  // BitLinears run on the GEMVs (one ran already), and the fusion not turned
+  // off (LOCKSTEP_DECODE_FUSION=0, cuda::launch::set_decode_fusion). Returns
+  // whether st.xq/st.step hold the codes of a.y afterwards; else K's norm ran.
+  static bool rmsnorm(cuda::OpKernels& k, State& st, const ops::NormConfig& c,
+                      const ops::RmsNorm::FwdArgs<float>& a) {
+    flush(k, st);  // (the decode kernel set has flushed already; a norm writes st.xq)
+    if (!st.bitlinear_seen || !cuda::launch::decode_fusion() || c.rows > kGemvRows ||
+        !cuda::launch::rmsnorm_quantize_fused(c.rows, c.dim)) {
+      k.run(c, a);
+      return false;
+    }
+    st.xq.resize(c.rows * c.dim);
+    st.step.resize(c.rows);
+    cuda::launch::rmsnorm_quantize_i8(c.rows, c.dim, static_cast<float>(c.eps), a.x, a.w, a.y, a.rstd,
+                                      static_cast<float>(ops::BitLinear::kActFloor), st.xq.data(), st.step.data());
     return true;
   }
   static void store_rows(cuda::OpKernels&, const float* src, std::size_t ld, std::size_t rows, std::size_t width,

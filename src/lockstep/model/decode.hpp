@@ -230,12 +230,13 @@ class DecodeKernels : public ad::KeyedKernels<DecodeKernels<K>, float> {
       }
     if constexpr (kRowsAt) Backend::begin_pass(inner_, state_, row_slot_, row_pos_);
     codes_of_ = nullptr;
+    if constexpr (kDeferred) Backend::drop_pending(state_);
     inner_.begin_forward();
   }
   void begin_block(std::size_t l) { layer_ = l; }
   void add_into(std::size_t n, float* acc, const float* x) {
     if (replaying()) return;
-    codes_of_ = nullptr;
+    settle();
     inner_.add_into(n, acc, x);
   }
   // The engine stages the token ids after it has sized its buffers, and
@@ -253,6 +254,7 @@ class DecodeKernels : public ad::KeyedKernels<DecodeKernels<K>, float> {
   void copy_to_host(float* host, const float* dev, std::size_t n)
     requires requires(K& k) { k.copy_to_host(host, dev, n); }
   {
+    if (!replaying()) settle();  // the pass's last kernels, inside its capture
     if constexpr (kGraphs) graph_finish();
     inner_.copy_to_host(host, dev, n);
   }
@@ -279,14 +281,14 @@ class DecodeKernels : public ad::KeyedKernels<DecodeKernels<K>, float> {
     requires requires(K& k, const C& c, const A& a, X&... x) { k.run(c, a, x...); }
   void run(const C& c, const A& a, X&... x) {
     if (replaying()) return;
-    codes_of_ = nullptr;
+    settle();
     inner_.run(c, a, x...);
   }
   // ... but the projections where the backend has its own for decoding
   // (DecodeBackend<cpu::OpKernels>: packed weights) ...
   void run(const ops::Linear::Config& c, const ops::Linear::FwdArgs<float>& a) {
     if (replaying()) return;
-    codes_of_ = nullptr;
+    settle();
     if constexpr (requires { Backend::linear(inner_, state_, c, a); })
       Backend::linear(inner_, state_, c, a);
     else
@@ -309,10 +311,26 @@ class DecodeKernels : public ad::KeyedKernels<DecodeKernels<K>, float> {
     else
       inner_.run(c, a, aux);
   }
+  // ... RMSNorm where the backend fuses the activation codes of its output
+  // into it (DecodeBackend<cuda::OpKernels>::rmsnorm: a BitLinear reading y
+  // next finds them held, as q, k and v do) ...
+  void run(const ops::NormConfig& c, const ops::RmsNorm::FwdArgs<float>& a) {
+    if (replaying()) return;
+    settle();
+    if constexpr (requires { Backend::rmsnorm(inner_, state_, c, a); }) {
+      if (Backend::rmsnorm(inner_, state_, c, a)) {
+        codes_of_ = a.y;
+        codes_rows_ = c.rows;
+        codes_in_ = c.dim;
+      }
+    } else {
+      inner_.run(c, a);
+    }
+  }
   // ... and these three forwards, whose rows the segments place.
   void run(const ops::Rope::Config& c, const ops::Rope::FwdArgs<float>& a) {
     if (replaying()) return;
-    codes_of_ = nullptr;
+    settle();
     if constexpr (kRowsAt) {  // every row at its position in one launch
       Backend::rope(inner_, state_, c, a, row_pos_.size(), ctx_);
       return;
@@ -331,7 +349,7 @@ class DecodeKernels : public ad::KeyedKernels<DecodeKernels<K>, float> {
   }
   void run(const ops::LearnedPositions::Config& c, const ops::LearnedPositions::FwdArgs<float>& a) {
     if (replaying()) return;
-    codes_of_ = nullptr;
+    settle();
     host_offsets_ = true;  // K's kernel takes the segment's offset as an argument: no graph
     std::size_t row = 0;
     for (const DecodeSegment& s : segments) {
@@ -346,7 +364,7 @@ class DecodeKernels : public ad::KeyedKernels<DecodeKernels<K>, float> {
   }
   void run(const ops::Attention::Config& c, const ops::Attention::FwdArgs<float>& a) {
     if (replaying()) return;
-    codes_of_ = nullptr;
+    settle();
     const std::size_t qw = hq_ * dh_;
     float* kc = kc_[layer_].data();
     float* vc = vc_[layer_].data();
@@ -422,6 +440,19 @@ class DecodeKernels : public ad::KeyedKernels<DecodeKernels<K>, float> {
   // own copy of them (DecodeBackend<cuda::OpKernels>: one launch each for all
   // segments); the others run K's RoPE per segment at its offset.
   static constexpr bool kRowsAt = requires { Backend::kRowsAt; };
+  // A backend that may defer a BitLinear's launch to join it with the next
+  // ones on the same codes (DecodeBackend<cuda::OpKernels>: q, k, v in one
+  // launch): every other kernel first launches what waits (settle).
+  static constexpr bool kDeferred = requires(K& k, typename Backend::State& st) {
+    Backend::flush(k, st);
+    Backend::drop_pending(st);
+  };
+  // Every kernel but a BitLinear forgets the held codes and launches the
+  // deferred BitLinears first (they read the codes; it may read their outputs).
+  void settle() {
+    codes_of_ = nullptr;
+    if constexpr (kDeferred) Backend::flush(inner_, state_);
+  }
   // A backend with CUDA graphs (DecodeGraphs above).
   static constexpr bool kGraphs = requires { typename Backend::Graph; };
   using Graphs = DecodeGraphs<Backend>;

@@ -36,6 +36,7 @@
 #include <string>
 
 #include "lockstep/backend/cuda/device.hpp"
+#include "lockstep/backend/cuda/pointwise_launch.hpp"
 #include "lockstep/backend/cuda/ternary_word.hpp"
 #include "lockstep/backend/cuda/trace_launch.hpp"
 #include "lockstep/num/fp.hpp"
@@ -93,23 +94,62 @@ __device__ __forceinline__ int unit_dot(const uint4& c, const std::int8_t* xu, i
 // the loop. NB: the batch rows a chunk carries in registers (a template, so
 // the partials stay in registers).
 // Dynamic shared memory: xs [nbmax][Kp] int8 (zero past K), then xsum [nbmax] ints.
-template <int NB>
+// Pre > 0 (the prefetched form): each lane loads its first Pre units of the
+// row (j = lane, lane + 32, ...: every unit of a row of K <= 32·Pre·64 codes)
+// into registers before the activation codes are staged, so a CTA's weight
+// bytes (8 rows × U units × 16 B: 5 KB at K 2560, 13.8 KB at 6912) are in
+// flight while the staging and the Σx barriers run, instead of issued after
+// them; the units past them as before. The same integer sums (exact in any
+// order): the same bits. Pre = 0: the session-7 kernel
+// (LOCKSTEP_DECODE_FUSION=0).
+//
+// Parts: up to kTernaryMaxParts matrices that read the same activation codes
+// (q, k, v; gate, up) in one launch; part p owns the CTAs from block0[p] on
+// (its rows rounded up to whole CTAs), and each CTA computes its part's rows
+// as a launch of that part alone would.
+struct Parts {
+  const uint4* units[kTernaryMaxParts];
+  const float* scale[kTernaryMaxParts];
+  float* y[kTernaryMaxParts];
+  int M[kTernaryMaxParts];
+  int block0[kTernaryMaxParts];
+  int count;
+};
+template <class T>
+__device__ __forceinline__ T part_of(const T (&v)[kTernaryMaxParts], int p) {  // constant indices: no local copy
+  static_assert(kTernaryMaxParts == 3);
+  return p == 0 ? v[0] : p == 1 ? v[1] : v[2];
+}
+template <int NB, int Pre>
 __global__ void __launch_bounds__(kTernaryThreads)
-    ternary_gemv_kernel(const uint4* __restrict__ units, int M, int K, int U, const std::int8_t* __restrict__ xq,
-                        int N, const float* __restrict__ step, const float* __restrict__ scale,
-                        float* __restrict__ y, bool drop_last_unit) {
+    ternary_gemv_kernel(const Parts parts, int K, int U, const std::int8_t* __restrict__ xq, int N,
+                        const float* __restrict__ step, bool drop_last_unit) {
   extern __shared__ __align__(16) unsigned char smem[];
   const int Kp = U * 64;
   std::int8_t* xs = reinterpret_cast<std::int8_t*>(smem);
   int* xsum = reinterpret_cast<int*>(smem + static_cast<i64>(NB) * Kp);
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
-  const int m = static_cast<int>(blockIdx.x) * kTernaryWarps + warp;
+  const int block = static_cast<int>(blockIdx.x);
+  int p = 0;
+#pragma unroll
+  for (int i = 1; i < static_cast<int>(kTernaryMaxParts); ++i)
+    if (i < parts.count && block >= parts.block0[i]) p = i;
+  const uint4* __restrict__ units = part_of(parts.units, p);
+  float* __restrict__ y = part_of(parts.y, p);
+  const int M = part_of(parts.M, p);
+  const int m = (block - part_of(parts.block0, p)) * kTernaryWarps + warp;
   const bool active = m < M;  // inactive warps still stage and meet the barriers
-  const float sc = scale[0];
+  const float sc = part_of(parts.scale, p)[0];
   const bool vec = K % 16 == 0 && (reinterpret_cast<std::uintptr_t>(xq) & 15u) == 0;
   const int rot = (lane >> 1) & 3;
   const int U_used = drop_last_unit ? U - 1 : U;
   const uint4* wr = units + static_cast<i64>(active ? m : 0) * U;
+  [[maybe_unused]] uint4 pre[Pre > 0 ? Pre : 1];
+#pragma unroll
+  for (int i = 0; i < Pre; ++i) {
+    const int j = lane + 32 * i;
+    pre[i] = active && j < U_used ? wr[j] : make_uint4(0u, 0u, 0u, 0u);
+  }
   for (int n0 = 0; n0 < N; n0 += NB) {
     const int nb = N - n0 < NB ? N - n0 : NB;
     // Stage the chunk's activation codes (16-byte loads where K allows; zero past K).
@@ -142,8 +182,16 @@ __global__ void __launch_bounds__(kTernaryThreads)
       int acc[NB];
 #pragma unroll
       for (int n = 0; n < NB; ++n) acc[n] = 0;
+#pragma unroll
+      for (int i = 0; i < Pre; ++i) {
+        const int j = lane + 32 * i;
+        if (j >= U_used) break;
+#pragma unroll
+        for (int n = 0; n < NB; ++n)
+          if (n < nb) acc[n] += unit_dot(pre[i], xs + static_cast<i64>(n) * Kp + j * 64, rot);
+      }
 #pragma unroll 4
-      for (int j = lane; j < U_used; j += 32) {
+      for (int j = lane + 32 * Pre; j < U_used; j += 32) {
         const uint4 c = wr[j];
 #pragma unroll
         for (int n = 0; n < NB; ++n)
@@ -164,19 +212,27 @@ __global__ void __launch_bounds__(kTernaryThreads)
   }
 }
 
-template <int NB>
-void launch_ternary(const uint4* units, int M, int K, int U, const std::int8_t* xq, int N, const float* step,
-                    const float* scale, float* y, bool drop) {
+constexpr int kTernaryPrefetch = 4;  // units a lane loads ahead (every unit of a row of K <= 8192)
+
+template <int NB, int Pre>
+void launch_ternary_as(const Parts& parts, unsigned blocks, int K, int U, const std::int8_t* xq, int N,
+                       const float* step, bool drop) {
   const std::size_t smem = static_cast<std::size_t>(NB) * static_cast<std::size_t>(U) * 64 + sizeof(int) * NB;
   static bool attribute_set = false;  // up to 96 KiB of activation codes need more than the default 48 KiB
   if (!attribute_set) {
-    const cudaError_t e =
-        cudaFuncSetAttribute(ternary_gemv_kernel<NB>, cudaFuncAttributeMaxDynamicSharedMemorySize, 128 * 1024);
+    const cudaError_t e = cudaFuncSetAttribute(ternary_gemv_kernel<NB, Pre>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize, 128 * 1024);
     if (e != cudaSuccess) check_launch("ternary_gemv: setting its shared memory size");
     attribute_set = true;
   }
-  const unsigned blocks = static_cast<unsigned>((M + kTernaryWarps - 1) / kTernaryWarps);
-  ternary_gemv_kernel<NB><<<blocks, kTernaryThreads, smem>>>(units, M, K, U, xq, N, step, scale, y, drop);
+  ternary_gemv_kernel<NB, Pre><<<blocks, kTernaryThreads, smem>>>(parts, K, U, xq, N, step, drop);
+}
+
+template <int NB>
+void launch_ternary(const Parts& parts, unsigned blocks, int K, int U, const std::int8_t* xq, int N,
+                    const float* step, bool drop, bool prefetch) {
+  if (prefetch) launch_ternary_as<NB, kTernaryPrefetch>(parts, blocks, K, U, xq, N, step, drop);
+  else launch_ternary_as<NB, 0>(parts, blocks, K, U, xq, N, step, drop);
 }
 
 // --- f16 copy --------------------------------------------------------------
@@ -381,13 +437,30 @@ void ternary_pack(const float* codes, std::size_t M, std::size_t K, std::uint32_
   check_launch("ternary_pack");
 }
 
-void ternary_gemv(const std::uint32_t* words, std::size_t M, std::size_t K, const std::int8_t* xq, std::size_t N,
-                  const float* step, const float* scale, float* y) {
-  if (M == 0 || N == 0) return;
-  if (M > 0x7FFFFFFFu || K > kTernaryMaxK || N > 0x7FFFFFFFu)
-    throw std::invalid_argument("ternary_gemv: M " + std::to_string(M) + ", K " + std::to_string(K) + ", N " +
-                                std::to_string(N) + ": beyond the kernel's int extents (K <= " +
-                                std::to_string(kTernaryMaxK) + ")");
+void ternary_gemv_parts(const TernaryPart* parts, std::size_t count, std::size_t K, const std::int8_t* xq,
+                        std::size_t N, const float* step) {
+  if (count == 0 || count > kTernaryMaxParts)
+    throw std::invalid_argument("ternary_gemv: " + std::to_string(count) + " parts (1 to " +
+                                std::to_string(kTernaryMaxParts) + " in a launch)");
+  if (N == 0) return;
+  if (K > kTernaryMaxK || N > 0x7FFFFFFFu)
+    throw std::invalid_argument("ternary_gemv: K " + std::to_string(K) + ", N " + std::to_string(N) +
+                                ": beyond the kernel's int extents (K <= " + std::to_string(kTernaryMaxK) + ")");
+  Parts a{};
+  std::size_t blocks = 0;
+  for (std::size_t p = 0; p < count; ++p) {
+    if (parts[p].M > 0x7FFFFFFFu)
+      throw std::invalid_argument("ternary_gemv: M " + std::to_string(parts[p].M) + ": beyond the kernel's int extents");
+    a.units[p] = reinterpret_cast<const uint4*>(parts[p].words);
+    a.scale[p] = parts[p].scale;
+    a.y[p] = parts[p].y;
+    a.M[p] = static_cast<int>(parts[p].M);
+    a.block0[p] = static_cast<int>(blocks);
+    blocks += (parts[p].M + kTernaryWarps - 1) / kTernaryWarps;
+  }
+  a.count = static_cast<int>(count);
+  if (blocks == 0) return;
+  if (blocks > 0x7FFFFFFFu) throw std::invalid_argument("ternary_gemv: too many output rows for one launch");
   const std::size_t U = ternary_units(K), Kp = U * 64;
   // Batch rows per chunk: the largest template (1, 2, 4, 8, 16) whose activation codes fit 96 KiB,
   // and no larger than N needs.
@@ -396,15 +469,30 @@ void ternary_gemv(const std::uint32_t* words, std::size_t M, std::size_t K, cons
   std::size_t nb = 1;
   while (nb * 2 <= cap && nb < N) nb *= 2;
   const bool drop = g_mutant == DecodeLinearMutant::ternary_last_unit_dropped;
-  trace::launched(drop ? "ternary_gemv (mutant)" : "ternary_gemv (a warp a row)");
-  const auto* u = reinterpret_cast<const uint4*>(words);
-  const int m = static_cast<int>(M), k = static_cast<int>(K), uu = static_cast<int>(U), n = static_cast<int>(N);
-  if (nb == 1) launch_ternary<1>(u, m, k, uu, xq, n, step, scale, y, drop);
-  else if (nb == 2) launch_ternary<2>(u, m, k, uu, xq, n, step, scale, y, drop);
-  else if (nb == 4) launch_ternary<4>(u, m, k, uu, xq, n, step, scale, y, drop);
-  else if (nb == 8) launch_ternary<8>(u, m, k, uu, xq, n, step, scale, y, drop);
-  else launch_ternary<16>(u, m, k, uu, xq, n, step, scale, y, drop);
+  const bool pre = decode_fusion();  // the session-8 decode changes, on unless LOCKSTEP_DECODE_FUSION=0
+  static constexpr const char* kNames[2][2][kTernaryMaxParts] = {
+      {{"ternary_gemv (a warp a row)", "ternary_gemv (a warp a row, 2 parts)", "ternary_gemv (a warp a row, 3 parts)"},
+       {"ternary_gemv (a warp a row, prefetched)", "ternary_gemv (a warp a row, prefetched, 2 parts)",
+        "ternary_gemv (a warp a row, prefetched, 3 parts)"}},
+      {{"ternary_gemv (mutant)", "ternary_gemv (mutant, 2 parts)", "ternary_gemv (mutant, 3 parts)"},
+       {"ternary_gemv (mutant, prefetched)", "ternary_gemv (mutant, prefetched, 2 parts)",
+        "ternary_gemv (mutant, prefetched, 3 parts)"}}};
+  trace::launched(kNames[drop ? 1 : 0][pre ? 1 : 0][count - 1]);
+  const unsigned g = static_cast<unsigned>(blocks);
+  const int k = static_cast<int>(K), uu = static_cast<int>(U), n = static_cast<int>(N);
+  if (nb == 1) launch_ternary<1>(a, g, k, uu, xq, n, step, drop, pre);
+  else if (nb == 2) launch_ternary<2>(a, g, k, uu, xq, n, step, drop, pre);
+  else if (nb == 4) launch_ternary<4>(a, g, k, uu, xq, n, step, drop, pre);
+  else if (nb == 8) launch_ternary<8>(a, g, k, uu, xq, n, step, drop, pre);
+  else launch_ternary<16>(a, g, k, uu, xq, n, step, drop, pre);
   check_launch("ternary_gemv");
+}
+
+void ternary_gemv(const std::uint32_t* words, std::size_t M, std::size_t K, const std::int8_t* xq, std::size_t N,
+                  const float* step, const float* scale, float* y) {
+  if (M == 0 || N == 0) return;
+  const TernaryPart part{words, M, scale, y};
+  ternary_gemv_parts(&part, 1, K, xq, N, step);
 }
 
 bool f16_pack(const float* w, std::size_t n, std::uint16_t* half, int* inexact) {

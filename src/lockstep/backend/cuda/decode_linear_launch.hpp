@@ -50,6 +50,19 @@ void ternary_pack(const float* codes, std::size_t M, std::size_t K, std::uint32_
 void ternary_gemv(const std::uint32_t* words, std::size_t M, std::size_t K, const std::int8_t* xq, std::size_t N,
                   const float* step, const float* scale, float* y);
 
+// Several BitLinears that read the same activation codes xq [N, K] (q, k and v;
+// gate and up) in one launch: part p's y [N, M_p] exactly as ternary_gemv of
+// that part alone (the same expression per cell). 1 to kTernaryMaxParts parts.
+struct TernaryPart {
+  const std::uint32_t* words = nullptr;  // ternary_pack's, [M, 4 · ternary_units(K)]
+  std::size_t M = 0;
+  const float* scale = nullptr;  // the weight scale, scale[0]
+  float* y = nullptr;            // [N, M]
+};
+inline constexpr std::size_t kTernaryMaxParts = 3;
+void ternary_gemv_parts(const TernaryPart* parts, std::size_t count, std::size_t K, const std::int8_t* xq,
+                        std::size_t N, const float* step);
+
 // half[i] = f16(w[i]) for i < n; *inexact (a device int, set to 0 first by the
 // caller's own copy) becomes nonzero where f16 does not hold w[i] exactly.
 // Waits for the device and returns whether all of w is exact in f16.

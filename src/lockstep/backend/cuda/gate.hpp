@@ -57,13 +57,17 @@ std::vector<Case> int8_cases();
 // The int8 row quantizer (gemm_launch.hpp's row_quantize_i8, gate_int8.cpp, Case::op
 // "row_quantize_i8"): both of its paths against ops::quantize_rows.
 std::vector<Case> row_quantize_cases();
+// The fused RMSNorm + row quantizer (pointwise_launch.hpp's rmsnorm_quantize_i8,
+// gate_int8.cpp, Case::op "rmsnorm_quantize_i8"): against cpu::OpKernels' RMSNorm
+// and ops::quantize_rows of its y, the fused kernel and the two-launch path.
+std::vector<Case> norm_quantize_cases();
 // The two-pass column quantizer (gate_col_quant.cpp, Case::op "col_quant",
 // optional): against the CPU's units::quantize_cols_i8 and column sums.
 std::vector<Case> col_quant_cases();
 // The LoRA branch's glue (gate_lora.cpp, Case::op "lora"): lora.cu against ops/lora_glue.hpp.
 std::vector<Case> lora_cases();
-// Every case in one list: int8_cases(), row_quantize_cases(), col_quant_cases(), every op of ops::ModelOps and
-// add_into (gate_driver.cpp), lora_cases(), then train_cases().
+// Every case in one list: int8_cases(), row_quantize_cases(), norm_quantize_cases(), col_quant_cases(),
+// every op of ops::ModelOps and add_into (gate_driver.cpp), lora_cases(), then train_cases().
 std::vector<Case> all_cases();
 // The cases of the named ops (Case::op: "linear", "attention", "add_into", ...).
 std::vector<Case> cases_of(std::initializer_list<std::string_view> ops);

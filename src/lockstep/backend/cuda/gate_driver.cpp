@@ -422,6 +422,7 @@ std::vector<Case> all_cases() {
   // dispatch, which reads their outcomes (int8_gemm.hpp).
   for (Case& c : int8_cases()) cases.push_back(std::move(c));
   for (Case& c : row_quantize_cases()) cases.push_back(std::move(c));
+  for (Case& c : norm_quantize_cases()) cases.push_back(std::move(c));
   // Likewise the column quantizer's: the unit backward's calls read theirs (col_quant.hpp).
   for (Case& c : col_quant_cases()) cases.push_back(std::move(c));
   add_op_cases(cases, ops::ModelOps{});

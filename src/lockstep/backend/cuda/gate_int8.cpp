@@ -9,23 +9,29 @@
 // cuBLASLt runs only the shapes its requirements admit (K % 4 == 0, M % 4 ==
 // 0, 16-byte aligned operands: int8_gemm_launch.hpp); it and the IMMA tiles
 // are optional cases: a failure refuses that implementation, not the run.
-// The row quantizer's cases (row_quantize_cases) are here too: int8 codes.
+// The row quantizer's cases (row_quantize_cases) are here too: int8 codes;
+// and the fused RMSNorm + row quantizer's (norm_quantize_cases).
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <exception>
 #include <limits>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "lockstep/ad/rng.hpp"
+#include "lockstep/backend/cpu/ops.hpp"
 #include "lockstep/backend/cuda/device.hpp"
 #include "lockstep/backend/cuda/gate.hpp"
 #include "lockstep/backend/cuda/gemm_launch.hpp"
 #include "lockstep/backend/cuda/int8_gemm.hpp"
+#include "lockstep/backend/cuda/pointwise_launch.hpp"
 #include "lockstep/num/fp.hpp"
+#include "lockstep/ops/arg_arrays.hpp"
 #include "lockstep/ops/quant.hpp"
 
 namespace lockstep::cuda::gate {
@@ -204,7 +210,110 @@ std::vector<QuantShape> quant_shapes() {
   };
 }
 
+// --- the fused RMSNorm + row quantizer (pointwise_launch.hpp's rmsnorm_quantize_i8) ---
+// Against the CPU's RMSNorm (cpu::OpKernels: y, rstd), then ops::quantize_rows of that y
+// (codes, step): the fused CTA-a-row kernel (rows <= 32, dim <= 8192; 16-byte
+// and scalar loads, x off alignment, y over x) and the two-launch path past
+// it. x: the norm gates' rows of very different scales (ops::Seed norm_rows:
+// ordinary, 1e15, 1e-20, a constant row, a large mean) with -0 cells. Every
+// output is written into the middle of a buffer filled with the pass's
+// pattern, which the cells before and after must keep.
+struct NormQuantShape {
+  std::size_t N, D;
+  std::size_t offset = 0;  // x and y start this many floats past an aligned address
+  bool in_place = false;   // y = x
+};
+
+std::string norm_quant_label(const NormQuantShape& s) {
+  return fmt::format("rows {} dim {}{}{}", s.N, s.D, s.offset != 0 ? fmt::format(" x, y at +{} float", s.offset) : "",
+                     s.in_place ? " y=x" : "");
+}
+
+// "" or the first cell of a guarded float buffer that differs: want at [kLead, kLead + n), the fill around.
+std::string guarded_difference(std::string_view tensor, const std::vector<float>& want, const std::vector<float>& got,
+                               std::size_t lead, std::uint32_t fill, std::size_t row_len) {
+  std::vector<float> full(got.size(), num::float_of(fill));
+  std::copy(want.begin(), want.end(), full.begin() + static_cast<std::ptrdiff_t>(lead));
+  const std::string d = first_difference(tensor, full, got);
+  if (d.empty()) return d;
+  return d + fmt::format(" (the {} starts at cell {}, rows of {})", tensor, lead, row_len);
+}
+
+std::string run_norm_quant_case(const NormQuantShape& s, std::uint64_t seed) {
+  ad::Rng rng(seed);
+  const std::size_t n = s.N * s.D;
+  std::vector<float> x(n), w(s.D);
+  ops::seed_floats(ops::Seed::of(ops::Seed::Kind::norm_rows, s.D), rng, x.data(), n);
+  ops::seed_floats(ops::Seed::normal(1.0), rng, w.data(), s.D);
+  for (std::size_t i = 5; i < n; i += 97) x[i] = -0.0f;
+  // The CPU kernel set's RMSNorm (what the CPU decode runs; = ops::RmsNorm::forward), then the spec's quantizer.
+  const ops::NormConfig cfg{s.N, s.D, 1e-5};
+  std::vector<float> y_want(n), rstd_want(s.N);
+  cpu::OpKernels().run(cfg, ops::RmsNorm::FwdArgs<float>{x.data(), w.data(), y_want.data(), rstd_want.data()});
+  const float floor_x = static_cast<float>(ops::BitLinear::kActFloor);
+  const ops::RowCodes<float> codes_want = ops::quantize_rows(y_want.data(), s.N, s.D, floor_x);
+  const std::optional<std::uint32_t> p = poison();
+  const std::uint32_t fill = p ? *p : kSentinel;
+  // x and y: the row data at lead = kLead + offset floats (kLead keeps it 64-byte aligned before the offset).
+  const std::size_t lead = kLead + s.offset, cells = lead + n + kTail;
+  DeviceBuffer<float> dx(cells), dy(cells), dw(s.D + 1), drstd(kLead + s.N + kTail), dstep(kLead + s.N + kTail);
+  const std::size_t code_words = (4 * kLead + n + 4 * kTail + 3) / 4;
+  DeviceBuffer<std::uint32_t> dcodes(code_words);
+  for (auto* b : {&dx, &dy, &drstd, &dstep}) fill_words(b->data(), fill, b->size());
+  fill_words(dcodes.data(), fill, code_words);
+  if (n > 0) copy_to_device(dx.data() + lead, x.data(), n * sizeof(float));
+  dw.upload(w);
+  float* y = s.in_place ? dx.data() + lead : dy.data() + lead;
+  auto* codes = reinterpret_cast<std::int8_t*>(dcodes.data()) + 4 * kLead;
+  launch::rmsnorm_quantize_i8(s.N, s.D, static_cast<float>(cfg.eps), dx.data() + lead, dw.data(), y,
+                              drstd.data() + kLead, floor_x, codes, dstep.data() + kLead);
+  synchronize("rmsnorm_quantize_i8 gate");
+  std::string d = guarded_difference("y", y_want, (s.in_place ? dx : dy).download(), lead, fill, s.D);
+  if (!d.empty()) return d;
+  if (!s.in_place) {  // x is read only
+    d = guarded_difference("x (an input)", x, dx.download(), lead, fill, s.D);
+    if (!d.empty()) return d;
+  }
+  d = guarded_difference("rstd", rstd_want, drstd.download(), kLead, fill, 1);
+  if (!d.empty()) return d;
+  d = guarded_difference("step", codes_want.step, dstep.download(), kLead, fill, 1);
+  if (!d.empty()) return d;
+  std::vector<std::uint32_t> got_words = dcodes.download();
+  const auto* got = reinterpret_cast<const std::int8_t*>(got_words.data());
+  const auto fill_byte = [fill](std::size_t i) { return static_cast<std::int8_t>((fill >> (8 * (i % 4))) & 0xFF); };
+  for (std::size_t i = 0; i < 4 * code_words; ++i) {
+    const bool inside = i >= 4 * kLead && i < 4 * kLead + n;
+    const std::int8_t c = inside ? codes_want.q[i - 4 * kLead] : fill_byte(i);
+    if (got[i] == c) continue;
+    if (!inside) return fmt::format("codes: the guard byte {} outside the codes was written", i);
+    const std::size_t k = i - 4 * kLead;
+    return fmt::format("codes[{}] (row {}, col {}): cpu {} vs cuda {}", k, k / s.D, k % s.D, int(c), int(got[i]));
+  }
+  return "";
+}
+
+std::vector<NormQuantShape> norm_quant_shapes() {
+  return {
+      {1, 2560},  {8, 2560},  {32, 2560},        // the decode's rows at the 2B4T widths: the fused kernel, 16-byte
+      {1, 6912},  {32, 6912}, {5, 8192},         // the FFN width; the widest fused row (two 4096-chunks)
+      {3, 2561},  {2, 1},     {7, 97},           // D % 4 != 0: scalar loads
+      {4, 2560, 1},                              // x and y off 16-byte alignment: scalar loads
+      {8, 2560, 0, true}, {3, 999, 0, true},     // y over x (16-byte and scalar)
+      {33, 2560}, {33, 6912}, {2, 8193},         // past the fused kernel: the two launches
+  };
+}
+
 }  // namespace
+
+std::vector<Case> norm_quantize_cases() {
+  std::vector<Case> out;
+  for (const NormQuantShape& s : norm_quant_shapes()) {
+    Case c{"rmsnorm_quantize_i8", norm_quant_label(s), "rmsnorm_quantize_i8", 0, {}};
+    c.run = [s](std::uint64_t seed) { return run_norm_quant_case(s, seed); };
+    out.push_back(std::move(c));
+  }
+  return out;
+}
 
 std::vector<Case> row_quantize_cases() {
   std::vector<Case> out;

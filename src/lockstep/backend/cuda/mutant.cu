@@ -30,6 +30,7 @@ std::string_view mutant_name(Mutant m) {
     case Mutant::col_quant_last_chunk_dropped: return "column quantizer 2-pass: the last chunk of rows left out of the absmax";
     case Mutant::col_quant_sums_in_pairs: return "column quantizer 2-pass: column sums added in pairs (reassociated)";
     case Mutant::lora_scale_add_fused: return "lora: y + u*s as fma(u, s, y)";
+    case Mutant::norm_quantize_stale_row: return "rmsnorm + row codes (fused): the codes of the staged x, not of y";
   }
   return "?";
 }

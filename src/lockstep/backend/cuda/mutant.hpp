@@ -30,6 +30,7 @@ enum class Mutant {
   col_quant_last_chunk_dropped,  // the two-pass column quantizer joins every chunk of rows but the last (col_quant.cu)
   col_quant_sums_in_pairs,       // its fused column sums add rows in pairs, (x0 + x1) + ...: reassociated (col_quant.cu)
   lora_scale_add_fused,        // LoRA's y + u·s as fma(u, s, y): one rounding where the spec has two (lora.cu)
+  norm_quantize_stale_row,     // the fused RMSNorm + int8 codes: y not written back over the staged row, so the codes are x's (norm.cu)
 };
 
 void set_mutant(Mutant m);

@@ -11,14 +11,19 @@
 // recomputed x̂, the same bits as the forward's) into shared memory, coalesced,
 // the next tile's loads in flight while 8 threads run the chains over the
 // current one (double-buffered).
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <stdexcept>
 
 #include "lockstep/backend/cuda/batched_copy.cuh"
 #include "lockstep/backend/cuda/canonical_warp.cuh"
 #include "lockstep/backend/cuda/device.hpp"
+#include "lockstep/backend/cuda/gemm_launch.hpp"
 #include "lockstep/backend/cuda/mutant.hpp"
+#include "lockstep/backend/cuda/row_cta.cuh"
 #include "lockstep/backend/cuda/pointwise_launch.hpp"
 #include "lockstep/backend/cuda/trace_launch.hpp"
 #include "lockstep/num/elementary.hpp"
@@ -27,7 +32,7 @@
 namespace lockstep::cuda::launch {
 namespace {
 
-using detail::warp_sum_like;
+using cuda::detail::warp_sum_like;
 using num::fma_rn;
 
 constexpr unsigned kRowThreads = 256;  // 8 rows (warps) per block
@@ -113,10 +118,12 @@ __global__ void rmsnorm_fwd_kernel(std::size_t rows, std::size_t D, float eps, c
 // of the chunk, then the shuffle-down tree: warp_sum_like's expression
 // exactly), warp 0 joins the chunk partials as warp_sum_like does (lane
 // k mod 32 folds partial k from +0 in order, the tree, the canonical NaN), and
-// every thread writes its part of y. Same bits as rmsnorm_fwd_kernel.
-constexpr unsigned kFewRows = 32;            // rows <= this: a CTA per row
-constexpr unsigned kRowCtaThreads = 256;     // 8 warps: up to 8 chunks folded at once
-constexpr std::size_t kRowCtaMaxDim = 8192;  // the staged row: 32 KiB of dynamic shared memory (48 KiB, the default limit, is static + dynamic: 12288 failed to launch on the H200)
+// every thread writes its part of y. Same bits as rmsnorm_fwd_kernel. The
+// steps are row_cta.cuh's, shared with the fused norm + quantize below.
+namespace rc = cuda::detail::row_cta;
+constexpr std::size_t kFewRows = rc::kFewRows;       // rows <= this: a CTA per row
+constexpr unsigned kRowCtaThreads = rc::kThreads;    // 8 warps: up to 8 chunks folded at once
+constexpr std::size_t kRowCtaMaxDim = rc::kMaxDim;   // the staged row: 32 KiB of dynamic shared memory
 
 // Vec: x, w and y 16-byte aligned and D % 4 == 0 (the host checks). Blocked:
 // the mutant (Mutant::rmsnorm_rows_blocked_lanes): lane j folds a contiguous
@@ -126,71 +133,81 @@ __global__ void __launch_bounds__(kRowCtaThreads)
     rmsnorm_fwd_row_cta_kernel(std::size_t D, float eps, const float* x, const float* __restrict__ w, float* y,
                                float* __restrict__ rstd) {  // y may be x: the row is staged before any write
   extern __shared__ float4 row_smem[];
-  float* xs = reinterpret_cast<float*>(row_smem);
-  __shared__ float partial[kRowCtaThreads / 32 * 4];  // chunk partials (D <= 12288: 3 chunks)
+  __shared__ float partial[rc::kWarps * 4];  // chunk partials (D <= 12288: 3 chunks)
   __shared__ float s_rs;
   const std::size_t row = blockIdx.x;
-  const unsigned tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
-  const float* xr = x + row * D;
-  if constexpr (Vec) {
-    const float4* x4 = reinterpret_cast<const float4*>(xr);
-    detail::batched_copy<4, float4>(
-        D / 4, tid, kRowCtaThreads, [x4](std::size_t v) { return x4[v]; },
-        [](std::size_t v, float4 a) { row_smem[v] = a; });
-  } else {
-    detail::batched_copy<8, float>(
-        D, tid, kRowCtaThreads, [xr](std::size_t j) { return xr[j]; }, [xs](std::size_t j, float a) { xs[j] = a; });
-  }
+  const unsigned tid = threadIdx.x;
+  rc::stage_row<Vec>(x + row * D, D, row_smem, [](float) {});
   __syncthreads();
-  const std::size_t chunks = D <= num::reduce::kChunk ? 1 : (D + num::reduce::kChunk - 1) / num::reduce::kChunk;
-  for (std::size_t c = warp; c < chunks; c += kRowCtaThreads / 32) {
-    const std::size_t base = c * num::reduce::kChunk;
-    const std::size_t len = D - base < num::reduce::kChunk ? D - base : num::reduce::kChunk;
-    const float* xc = xs + base;
-    float acc = 0.0f;
-    if constexpr (Blocked) {
-      const std::size_t per = (len + 31) / 32;
-      for (std::size_t t = lane * per; t < len && t < (lane + 1) * per; ++t) acc = fma_rn(xc[t], xc[t], acc);
-    } else {
-#pragma unroll 8
-      for (std::size_t t = lane; t < len; t += 32) acc = fma_rn(xc[t], xc[t], acc);
-    }
-    acc = detail::lane_tree(acc);
-    if (lane == 0) partial[c] = acc;
-  }
-  __syncthreads();
-  if (warp == 0) {
-    float sum;
-    if (chunks == 1) {
-      sum = partial[0];
-    } else {
-      float acc2 = 0.0f;
-      for (std::size_t k = lane; k < chunks; k += 32) acc2 = __fadd_rn(acc2, partial[k]);
-      sum = detail::lane_tree(acc2);
-    }
-    sum = num::reduce::canonical_nan(sum);
-    if (lane == 0) {
-      const float rs = num::rsqrt(__fadd_rn(__fdiv_rn(sum, static_cast<float>(D)), eps));
-      s_rs = rs;
-      rstd[row] = rs;
-    }
-  }
-  __syncthreads();
-  const float rs = s_rs;
+  const float rs = rc::rms_rstd<Blocked>(reinterpret_cast<const float*>(row_smem), D, eps, partial, &s_rs);
+  if (tid == 0) rstd[row] = rs;
   float* yr = y + row * D;
   if constexpr (Vec) {
     const float4* w4 = reinterpret_cast<const float4*>(w);
     float4* y4 = reinterpret_cast<float4*>(yr);
 #pragma unroll 4
+    for (std::size_t v = tid; v < D / 4; v += kRowCtaThreads) y4[v] = rc::rms_scaled(row_smem[v], rs, w4[v]);
+  } else {
+    const float* xs = reinterpret_cast<const float*>(row_smem);
+#pragma unroll 4
+    for (std::size_t j = tid; j < D; j += kRowCtaThreads) yr[j] = rc::rms_scaled(xs[j], rs, w[j]);
+  }
+}
+
+// RMSNorm + the int8 row codes of its output, fused (rmsnorm_quantize_i8): a
+// CTA a row stages x, takes rs as the CTA kernel above does, computes y
+// = (x·rs)·w into global memory and over its staged x (each thread its own
+// elements, folding |y| into its max on the way), joins the max over the CTA
+// as row_quantize_i8's CTA path does, and writes the codes of its y values
+// and the row's step: the two kernels' steps (row_cta.cuh) in their order,
+// so rmsnorm_fwd's y and rstd and row_quantize_i8's codes and step of that y,
+// bit for bit, in one launch and one read of x. StaleRow: the mutant
+// (Mutant::norm_quantize_stale_row): y is not written back over the staged
+// row, so the codes are those of x.
+template <bool Vec, bool StaleRow>
+__global__ void __launch_bounds__(kRowCtaThreads)
+    rmsnorm_quantize_row_cta_kernel(std::size_t D, float eps, const float* x, const float* __restrict__ w, float* y,
+                                    float* __restrict__ rstd, float floor_x, std::int8_t* __restrict__ codes,
+                                    float* __restrict__ step) {  // y may be x: the row is staged before any write
+  extern __shared__ float4 row_smem[];
+  __shared__ float partial[rc::kWarps * 4];
+  __shared__ float s_rs;
+  __shared__ std::int32_t s_key[rc::kWarps];
+  __shared__ std::uint32_t s_mag[rc::kWarps];
+  const std::size_t row = blockIdx.x;
+  const unsigned tid = threadIdx.x;
+  rc::stage_row<Vec>(x + row * D, D, row_smem, [](float) {});
+  __syncthreads();
+  const float rs = rc::rms_rstd<false>(reinterpret_cast<const float*>(row_smem), D, eps, partial, &s_rs);
+  if (tid == 0) rstd[row] = rs;
+  float* yr = y + row * D;
+  rc::AbsMax am;
+  if constexpr (Vec) {
+    const float4* w4 = reinterpret_cast<const float4*>(w);
+    float4* y4 = reinterpret_cast<float4*>(yr);
+#pragma unroll 4
     for (std::size_t v = tid; v < D / 4; v += kRowCtaThreads) {
-      const float4 a = row_smem[v], g = w4[v];
-      y4[v] = make_float4(__fmul_rn(__fmul_rn(a.x, rs), g.x), __fmul_rn(__fmul_rn(a.y, rs), g.y),
-                          __fmul_rn(__fmul_rn(a.z, rs), g.z), __fmul_rn(__fmul_rn(a.w, rs), g.w));
+      const float4 b = rc::rms_scaled(row_smem[v], rs, w4[v]);
+      y4[v] = b;
+      if constexpr (!StaleRow) row_smem[v] = b;
+      am.fold(b.x);
+      am.fold(b.y);
+      am.fold(b.z);
+      am.fold(b.w);
     }
   } else {
+    float* xs = reinterpret_cast<float*>(row_smem);
 #pragma unroll 4
-    for (std::size_t j = tid; j < D; j += kRowCtaThreads) yr[j] = __fmul_rn(__fmul_rn(xs[j], rs), w[j]);
+    for (std::size_t j = tid; j < D; j += kRowCtaThreads) {
+      const float b = rc::rms_scaled(xs[j], rs, w[j]);
+      yr[j] = b;
+      if constexpr (!StaleRow) xs[j] = b;
+      am.fold(b);
+    }
   }
+  const rc::RowScale sc(rc::cta_max<false>(am, s_key, s_mag), floor_x);
+  rc::store_codes<std::int8_t, false, Vec>(row_smem, D, sc, codes + row * D, nullptr);
+  if (tid == 0) step[row] = sc.st;
 }
 
 __global__ void rmsnorm_bwd_rows_kernel(std::size_t rows, std::size_t D, const float* x, const float* w,
@@ -366,6 +383,53 @@ void rmsnorm_fwd(std::size_t rows, std::size_t dim, float eps, const float* x, c
   trace::launched("rmsnorm_fwd");
   rmsnorm_fwd_kernel<<<row_blocks(rows), kRowThreads>>>(rows, dim, eps, x, w, y, rstd);
   check_launch("rmsnorm_fwd");
+}
+
+namespace {
+std::atomic<int> g_decode_fusion{-1};
+}  // namespace
+
+bool decode_fusion() {
+  const int set = g_decode_fusion.load();
+  if (set >= 0) return set != 0;
+  static const bool env_on = [] {  // read once: the launchers ask several hundred times a pass
+    const char* env = std::getenv("LOCKSTEP_DECODE_FUSION");
+    return env == nullptr || std::strcmp(env, "0") != 0;
+  }();
+  return env_on;
+}
+void set_decode_fusion(int on) { g_decode_fusion.store(on < 0 ? -1 : (on != 0 ? 1 : 0)); }
+
+bool rmsnorm_quantize_fused(std::size_t rows, std::size_t dim) {
+  return rows > 0 && rows <= kFewRows && dim <= kRowCtaMaxDim;
+}
+
+void rmsnorm_quantize_i8(std::size_t rows, std::size_t dim, float eps, const float* x, const float* w, float* y,
+                         float* rstd, float floor_x, std::int8_t* codes, float* step) {
+  check_dim(dim);
+  if (rows == 0) return;
+  if (!rmsnorm_quantize_fused(rows, dim)) {  // the two kernels, one after the other: the same bits
+    rmsnorm_fwd(rows, dim, eps, x, w, y, rstd);
+    row_quantize_i8(y, rows, dim, floor_x, codes, step, nullptr);
+    return;
+  }
+  const auto aligned = [](const void* p, std::uintptr_t a) { return reinterpret_cast<std::uintptr_t>(p) % a == 0; };
+  const bool vec = dim % 4 == 0 && aligned(x, 16) && aligned(w, 16) && aligned(y, 16) && aligned(codes, 4);
+  const bool stale = mutant() == Mutant::norm_quantize_stale_row;
+  const std::size_t smem = (dim + 3) / 4 * sizeof(float4);
+  const unsigned grid = static_cast<unsigned>(rows);
+  trace::launched(stale ? "rmsnorm_quantize_i8 (a CTA a row, mutant)"
+                        : vec ? "rmsnorm_quantize_i8 (a CTA a row, 16-byte)" : "rmsnorm_quantize_i8 (a CTA a row)");
+  if (stale)
+    rmsnorm_quantize_row_cta_kernel<false, true>
+        <<<grid, kRowCtaThreads, smem>>>(dim, eps, x, w, y, rstd, floor_x, codes, step);
+  else if (vec)
+    rmsnorm_quantize_row_cta_kernel<true, false>
+        <<<grid, kRowCtaThreads, smem>>>(dim, eps, x, w, y, rstd, floor_x, codes, step);
+  else
+    rmsnorm_quantize_row_cta_kernel<false, false>
+        <<<grid, kRowCtaThreads, smem>>>(dim, eps, x, w, y, rstd, floor_x, codes, step);
+  check_launch("rmsnorm_quantize_i8 (a CTA a row)");
 }
 
 void rmsnorm_bwd(std::size_t rows, std::size_t dim, const float* x, const float* w, const float* rstd,

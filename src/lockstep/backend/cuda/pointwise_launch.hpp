@@ -44,6 +44,22 @@ void rmsnorm_fwd(std::size_t rows, std::size_t dim, float eps, const float* x, c
                  float* rstd);
 void rmsnorm_bwd(std::size_t rows, std::size_t dim, const float* x, const float* w, const float* rstd,
                  const float* dy, float* dx, float* dw);
+// rmsnorm_fwd, then row_quantize_i8 (gemm_launch.hpp) of its output y: y,
+// rstd, codes [rows, dim] and step [rows] with those kernels' bits. For
+// rmsnorm_quantize_fused(rows, dim) (1 to 32 rows of at most 8192: the
+// decode's) one kernel, a CTA a row, that reads x once; otherwise the two
+// launches. y may be x.
+bool rmsnorm_quantize_fused(std::size_t rows, std::size_t dim);
+// The session-8 decode changes (docs/perf/DECODE_CUDA.md §9): the CUDA decode
+// runs its norms as rmsnorm_quantize_i8 where a BitLinear reads them next
+// (model/cuda_model.cpp), and ternary_gemv prefetches each row's units
+// (decode_linear.cu). On unless the environment says LOCKSTEP_DECODE_FUSION=0;
+// set_decode_fusion(1 or 0) overrides it (tests), -1 goes back to the
+// environment. The bits are the same either way.
+bool decode_fusion();
+void set_decode_fusion(int on);
+void rmsnorm_quantize_i8(std::size_t rows, std::size_t dim, float eps, const float* x, const float* w, float* y,
+                         float* rstd, float floor_x, std::int8_t* codes, float* step);
 
 // --- activations, residual, add_into (pointwise.cu) --------------------------------
 struct GeluConstants {

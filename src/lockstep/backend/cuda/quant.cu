@@ -16,6 +16,7 @@
 #include "lockstep/backend/cuda/device.hpp"
 #include "lockstep/backend/cuda/gemm_launch.hpp"
 #include "lockstep/backend/cuda/mutant.hpp"
+#include "lockstep/backend/cuda/row_cta.cuh"
 #include "lockstep/backend/cuda/trace_launch.hpp"
 #include "lockstep/num/fp.hpp"
 #include "lockstep/num/reduce.hpp"
@@ -116,113 +117,26 @@ __global__ void __launch_bounds__(256) row_codes(const float* __restrict__ x, st
 // elements from shared memory. Same expressions as row_codes, so the same
 // bits. FirstWarp: the mutant (Mutant::row_quantize_first_warp_max), the
 // block's max taken from warp 0's elements only.
-constexpr std::size_t kFewRows = 32;
-constexpr unsigned kRowCtaThreads = 256;
-constexpr std::size_t kRowCtaMaxK = 8192;  // the staged row: 32 KiB of dynamic shared memory (48 KiB, the default limit, counts the static arrays too: K 12288 failed to launch, "invalid argument", on the H200)
-
-struct AbsMax {
-  std::int32_t key = red::detail::order_key(num::float_of(0xFF800000u));  // -inf
-  std::uint32_t mag = 0;
-  __device__ __forceinline__ void fold(float x) {
-    const float v = fabsf(x);
-    const std::int32_t kv = red::detail::order_key(v);
-    key = kv > key ? kv : key;
-    const std::uint32_t mv = num::bits_of(v) & 0x7FFFFFFFu;
-    mag = mv > mag ? mv : mag;
-  }
-};
+// The steps are row_cta.cuh's, shared with norm.cu's fused norm + quantize.
+namespace rc = cuda::detail::row_cta;
+constexpr std::size_t kFewRows = rc::kFewRows;
+constexpr unsigned kRowCtaThreads = rc::kThreads;
+constexpr std::size_t kRowCtaMaxK = rc::kMaxDim;  // the staged row: 32 KiB of dynamic shared memory
 
 template <class Code, bool DEQUANT, bool Vec, bool FirstWarp>
 __global__ void __launch_bounds__(kRowCtaThreads)
     row_codes_cta(const float* __restrict__ x, std::size_t K, float floor_x, Code* __restrict__ codes,
                   float* __restrict__ dequant, float* __restrict__ step) {
   extern __shared__ float4 row_smem[];
-  float* xs = reinterpret_cast<float*>(row_smem);
-  __shared__ std::int32_t s_key[kRowCtaThreads / 32];
-  __shared__ std::uint32_t s_mag[kRowCtaThreads / 32];
+  __shared__ std::int32_t s_key[rc::kWarps];
+  __shared__ std::uint32_t s_mag[rc::kWarps];
   const std::size_t n = blockIdx.x;
-  const unsigned tid = threadIdx.x, lane = tid & 31u, warp = tid >> 5;
-  const float* xr = x + n * K;
-  AbsMax am;
-  if constexpr (Vec) {
-    const float4* x4 = reinterpret_cast<const float4*>(xr);
-    cuda::detail::batched_copy<4, float4>(
-        K / 4, tid, kRowCtaThreads, [x4](std::size_t v) { return x4[v]; },
-        [&am](std::size_t v, float4 a) {
-          row_smem[v] = a;
-          am.fold(a.x);
-          am.fold(a.y);
-          am.fold(a.z);
-          am.fold(a.w);
-        });
-  } else {
-    cuda::detail::batched_copy<8, float>(
-        K, tid, kRowCtaThreads, [xr](std::size_t k) { return xr[k]; },
-        [&am, xs](std::size_t k, float a) {
-          xs[k] = a;
-          am.fold(a);
-        });
-  }
-#pragma unroll
-  for (int off = 16; off >= 1; off /= 2) {
-    const std::int32_t ko = __shfl_xor_sync(0xFFFFFFFFu, am.key, off);
-    const std::uint32_t mo = __shfl_xor_sync(0xFFFFFFFFu, am.mag, off);
-    am.key = ko > am.key ? ko : am.key;
-    am.mag = mo > am.mag ? mo : am.mag;
-  }
-  if (lane == 0) {
-    s_key[warp] = am.key;
-    s_mag[warp] = am.mag;
-  }
-  __syncthreads();
-  std::int32_t key = s_key[0];
-  std::uint32_t mag = s_mag[0];
-  if constexpr (!FirstWarp) {
-#pragma unroll
-    for (unsigned i = 1; i < kRowCtaThreads / 32; ++i) {
-      key = s_key[i] > key ? s_key[i] : key;
-      mag = s_mag[i] > mag ? s_mag[i] : mag;
-    }
-  }
-  const float mx = mag > 0x7F800000u ? num::float_of(red::kCanonicalNaN) : red::detail::from_order_key(key);
-  const float m = max2(mx, floor_x);
-  const float inv = __fdiv_rn(127.0f, m);
-  const float st = __fdiv_rn(m, 127.0f);
-  const auto code_of = [inv](float v) { return min2(max2(floorf(__fadd_rn(__fmul_rn(v, inv), 0.5f)), -127.0f), 127.0f); };
-  Code* cr = codes + n * K;
-  float* dr = DEQUANT ? dequant + n * K : nullptr;
-  // Each thread reads back the elements it staged itself: no barrier needed for xs.
-  if constexpr (Vec) {
-#pragma unroll 4
-    for (std::size_t v = tid; v < K / 4; v += kRowCtaThreads) {
-      const float4 a = row_smem[v];
-      const float q0 = code_of(a.x), q1 = code_of(a.y), q2 = code_of(a.z), q3 = code_of(a.w);
-      if constexpr (sizeof(Code) == 1) {
-        char4 c;
-        c.x = static_cast<signed char>(q0);
-        c.y = static_cast<signed char>(q1);
-        c.z = static_cast<signed char>(q2);
-        c.w = static_cast<signed char>(q3);
-        reinterpret_cast<char4*>(cr)[v] = c;
-      } else {
-        cr[4 * v] = static_cast<Code>(q0);
-        cr[4 * v + 1] = static_cast<Code>(q1);
-        cr[4 * v + 2] = static_cast<Code>(q2);
-        cr[4 * v + 3] = static_cast<Code>(q3);
-      }
-      if constexpr (DEQUANT)
-        reinterpret_cast<float4*>(dr)[v] = make_float4(__fmul_rn(q0, st), __fmul_rn(q1, st), __fmul_rn(q2, st),
-                                                       __fmul_rn(q3, st));
-    }
-  } else {
-#pragma unroll 4
-    for (std::size_t k = tid; k < K; k += kRowCtaThreads) {
-      const float q = code_of(xs[k]);
-      cr[k] = static_cast<Code>(q);
-      if constexpr (DEQUANT) dr[k] = __fmul_rn(q, st);
-    }
-  }
-  if (tid == 0) step[n] = st;
+  rc::AbsMax am;
+  rc::stage_row<Vec>(x + n * K, K, row_smem, [&am](float a) { am.fold(a); });
+  const rc::RowScale sc(rc::cta_max<FirstWarp>(am, s_key, s_mag), floor_x);
+  // Each thread reads back the elements it staged itself: no barrier needed for the row.
+  rc::store_codes<Code, DEQUANT, Vec>(row_smem, K, sc, codes + n * K, DEQUANT ? dequant + n * K : nullptr);
+  if (threadIdx.x == 0) step[n] = sc.st;
 }
 
 template <bool DEQUANT>
