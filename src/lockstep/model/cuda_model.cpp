@@ -57,13 +57,15 @@ struct DeviceParam {
   bool trainable = true;
 };
 
+// The values are allocated here; the gradients at the first pass
+// (DeviceStorage::reconcile), when it is known which parameters train: a base
+// frozen before then (LoRA) never holds a device gradient.
 std::vector<DeviceParam> device_params(const std::vector<Param>& host) {
   std::vector<DeviceParam> d(host.size());
   for (std::size_t i = 0; i < host.size(); ++i) {
     d[i].name = host[i].name;
     d[i].shape = host[i].shape;
     d[i].value.resize(host[i].value.size());
-    d[i].grad.resize(host[i].grad.size());
     d[i].decay = host[i].decay;
     d[i].trainable = host[i].trainable;
   }
@@ -98,13 +100,21 @@ class DeviceStorage {
     cuda::synchronize(what);
     if (wrote_grads) device_wrote(true, false);
   }
-  // The device holds newer gradients (and values) than the host view.
+  // The device holds newer gradients (and values) than the host view. The
+  // device writes values only in the optimizer step, whose table is the
+  // trainable parameters: only theirs come back (a frozen base is never
+  // downloaded).
   void device_wrote(bool grads, bool values) {
     if (grads) {
       device_grads_ = true;
       host_grads_ = false;
     }
-    if (values) host_values_ = false;
+    if (values) {
+      host_values_ = false;
+      value_stale_.resize(device_.size(), 0);
+      for (std::size_t i = 0; i < device_.size(); ++i)
+        if (device_[i].trainable) value_stale_[i] = 1;
+    }
   }
   void sync_device_values() {
     reconcile();
@@ -154,7 +164,9 @@ class DeviceStorage {
   void sync_host() const {
     const std::size_t n = std::min(host_.size(), device_.size());
     if (!host_values_) {
-      for (std::size_t i = 0; i < n; ++i) device_[i].value.download(host_[i].value.data());
+      for (std::size_t i = 0; i < n && i < value_stale_.size(); ++i)
+        if (value_stale_[i]) device_[i].value.download(host_[i].value.data());
+      value_stale_.assign(value_stale_.size(), 0);
       host_values_ = true;
     }
     if (!host_grads_) {
@@ -169,6 +181,7 @@ class DeviceStorage {
   // Where the newest values and gradients are.
   mutable bool host_values_ = true, host_grads_ = true;
   bool device_values_ = false, device_grads_ = false;
+  mutable std::vector<char> value_stale_;  // per parameter: the device's value is newer (host_values_ false)
 };
 
 }  // namespace
@@ -372,16 +385,10 @@ void gate_once() {
 
 class CudaModel final : public KernelModel<cuda::OpKernels, DeviceStorage>, public StepStages {
  public:
-  explicit CudaModel(const ModelConfig& cfg) : KernelModel(cfg), dparams_(storage_.engine_params()) {
-    m_.resize(params_.size());
-    v_.resize(params_.size());
-    for (std::size_t i = 0; i < params_.size(); ++i)
-      if (params_[i].trainable) {
-        m_[i].assign(params_[i].value.size(), 0.0f);
-        v_[i].assign(params_[i].value.size(), 0.0f);
-      }
-    build_table();
-  }
+  // The AdamW moments and the optimizer's table are made at the first step or
+  // set_moments (ensure_table_current), for the parameters trainable then: a
+  // base frozen before (LoRA) never holds moments on the device.
+  explicit CudaModel(const ModelConfig& cfg) : KernelModel(cfg), dparams_(storage_.engine_params()) {}
 
   // --- the step's stages (model/step_stages.hpp) on the device ---------------
   // One wait for the device per step, in finish(): the batch goes over in one
@@ -487,6 +494,15 @@ class CudaModel final : public KernelModel<cuda::OpKernels, DeviceStorage>, publ
     }
   }
   void get_moments(std::vector<std::vector<float>>& m, std::vector<std::vector<float>>& v) const override {
+    if (!table_built_) {  // no step yet: the moments are zero
+      m.resize(params_.size());
+      v.resize(params_.size());
+      for (std::size_t i = 0; i < params_.size(); ++i) {
+        m[i].assign(params_[i].trainable ? params_[i].value.size() : 0, 0.0f);
+        v[i] = m[i];
+      }
+      return;
+    }
     require_table_current();
     m.resize(params_.size());
     v.resize(params_.size());
@@ -556,7 +572,7 @@ class CudaModel final : public KernelModel<cuda::OpKernels, DeviceStorage>, publ
   // the moments follow (a tensor that stays trainable keeps them, a new one
   // starts at zero, a frozen one has none) and the table is built again.
   void ensure_table_current() {
-    if (table_key() == table_key_) return;
+    if (table_built_ && table_key() == table_key_) return;
     m_.resize(params_.size());
     v_.resize(params_.size());
     for (std::size_t i = 0; i < params_.size(); ++i) {
@@ -577,6 +593,7 @@ class CudaModel final : public KernelModel<cuda::OpKernels, DeviceStorage>, publ
   // move: the buffers are sized once, here, or when the list changes:
   // ensure_table_current).
   void build_table() {
+    table_built_ = true;
     table_key_ = table_key();
     slots_.clear();
     max_n_ = 0;
@@ -606,6 +623,7 @@ class CudaModel final : public KernelModel<cuda::OpKernels, DeviceStorage>, publ
   cuda::DeviceBuffer<launch::TensorSlot> table_;
   std::vector<std::size_t> slots_;  // table row -> parameter index
   std::vector<int> table_key_;  // table_key() when the table was built
+  bool table_built_ = false;
   std::size_t table_count_ = 0, total_chunks_ = 0, max_n_ = 0;
   cuda::DeviceBuffer<float> norms_, partials_, control_, losses_;
   // The staged step's batch (stage_batch .. finish).

@@ -31,7 +31,8 @@ namespace lockstep::model {
 // the checkpoint writer converts where HF differs (GPT-2's Conv1D stores [in, out]).
 //
 // How the value is held (docs/ARCHITECTURE.md, "Typed storage"):
-//   dtype F32 (every parameter today): `value` and `grad`, numel floats each;
+//   dtype F32 (every parameter today): `value` and `grad`, numel floats each
+//     (a frozen one may hold an empty `grad`: model/lora_params.hpp's freeze);
 //     `frozen_value` is empty.
 //   any other dtype: a frozen value held as what it is (BF16/F16 weights,
 //     I8 unit codes with per-row steps, TERNARY2 BitNet codes with their scale)
