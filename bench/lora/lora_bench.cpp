@@ -13,7 +13,9 @@
 // CUDA the start-up gates, once a process), the base's initialization (the
 // base frozen first, model::freeze: no gradient buffers, so the init writes
 // the values only; no moments exist for it anywhere), and the adapters, the
-// one upload of the base and the warm-up steps. Peak GPU memory: the device
+// one upload of the base and the warm-up steps. On CUDA the base is initialized
+// on the device (Model::init_where_held: init's bits), then the finetune's first
+// look at the host view downloads it and its first step uploads it again. Peak GPU memory: the device
 // pool's high-water mark from after the model was made (its weights on the
 // device) to the end (PyTorch's torch.cuda.max_memory_allocated is the peer),
 // what is in use at the end (the steady state), and the device's used memory
@@ -115,7 +117,7 @@ int main(int argc, char** argv) {
     const double make_s = seconds_since(t_make);
     const auto t_init = Clock::now();
     model::freeze(m->params());  // the base trains nothing: no gradients to hold or initialize
-    m->init(1);
+    m->init_where_held(1);       // CUDA: on the device (init's bits); the host view downloads it once, when read
     const double init_s = seconds_since(t_init);
     std::size_t made_bytes = 0;  // what the device holds before the finetune: the base's values
 #ifdef LOCKSTEP_HAVE_CUDA

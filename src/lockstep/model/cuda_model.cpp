@@ -26,6 +26,7 @@
 
 #include "lockstep/backend/cuda/audit.hpp"
 #include "lockstep/backend/cuda/col_quant.hpp"
+#include "lockstep/backend/cuda/core_launch.hpp"
 #include "lockstep/backend/cuda/decode_launch.hpp"
 #include "lockstep/backend/cuda/decode_linear_launch.hpp"
 #include "lockstep/backend/cuda/device.hpp"
@@ -35,6 +36,7 @@
 #include "lockstep/backend/cuda/int8_gemm.hpp"
 #include "lockstep/backend/cuda/ops.hpp"
 #include "lockstep/backend/cuda/optim_launch.hpp"
+#include "lockstep/backend/cuda/param_init_launch.hpp"
 #include "lockstep/backend/cuda/probe.hpp"
 #include "lockstep/backend/cuda/profile.hpp"
 #include "lockstep/model/kernel_model.hpp"
@@ -90,6 +92,7 @@ class DeviceStorage {
   }
   void host_written() {
     host_values_ = host_grads_ = true;
+    value_stale_.assign(value_stale_.size(), 0);
     device_values_ = device_grads_ = false;
   }
   void before_pass(bool accumulate) {
@@ -115,6 +118,32 @@ class DeviceStorage {
       for (std::size_t i = 0; i < device_.size(); ++i)
         if (device_[i].trainable) value_stale_[i] = 1;
     }
+  }
+  // init's values (params.hpp's scheme) filled on the device: the host view's
+  // values are then stale until read (its gradients stay the host's, zero).
+  void init_values(const std::vector<ParamSpec>& specs, std::uint64_t seed) {
+    reconcile();
+    for (std::size_t i = 0; i < device_.size(); ++i) {
+      float* v = device_[i].value.data();
+      const std::size_t n = device_[i].value.size();
+      switch (specs.at(i).init) {
+        case Init::Normal:
+          launch::fill_normal(v, n, seed, param_stream(specs[i].name), 0.0f, specs[i].init_std);
+          break;
+        case Init::One:
+          launch::fill(v, n, 1.0f);
+          break;
+        case Init::Zero:
+          launch::fill(v, n, 0.0f);
+          break;
+      }
+    }
+    cuda::synchronize("init");
+    device_values_ = true;
+    host_values_ = false;
+    value_stale_.assign(device_.size(), 1);
+    host_grads_ = true;
+    device_grads_ = false;
   }
   void sync_device_values() {
     reconcile();
