@@ -9,14 +9,21 @@
 // measured, not the weights); the records are `batch` synthetic SFT examples
 // of seq + 1 Philox tokens, every token scored, so each step is batch x seq
 // tokens. tok/s is over the steps after the warm-up ones (metrics.jsonl's
-// elapsed_s). Peak GPU memory: the device pool's high-water mark from after
-// the model was made to the end (PyTorch's torch.cuda.max_memory_allocated is
-// the peer; it includes what the CUDA model holds from its construction until
-// the first step frees it: AdamW moments for every parameter), what is in use
-// at the end (the steady state), and the device's used memory (cudaMemGetInfo).
-// Prints one line. bench/lora/peft_reference.py is the transformers + PEFT peer.
+// elapsed_s). The set-up is timed apart from the steps: making the model (on
+// CUDA the start-up gates, once a process), the base's initialization (the
+// base frozen first, model::freeze: no gradient buffers, so the init writes
+// the values only; no moments exist for it anywhere), and the adapters, the
+// one upload of the base and the warm-up steps. On CUDA the base is initialized
+// on the device (Model::init_where_held: init's bits), then the finetune's first
+// look at the host view downloads it and its first step uploads it again. Peak GPU memory: the device
+// pool's high-water mark from after the model was made (its weights on the
+// device) to the end (PyTorch's torch.cuda.max_memory_allocated is the peer),
+// what is in use at the end (the steady state), and the device's used memory
+// (cudaMemGetInfo). Prints one line. bench/lora/peft_reference.py is the
+// transformers + PEFT peer.
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -29,6 +36,7 @@
 #include <fmt/format.h>
 
 #include "lockstep/data/sft.hpp"
+#include "lockstep/model/lora_params.hpp"
 #include "lockstep/model/model.hpp"
 #include "lockstep/num/rng.hpp"
 #include "lockstep/train/finetune.hpp"
@@ -102,10 +110,21 @@ int main(int argc, char** argv) {
     const Args a = parse(argc, argv);
     model::ModelConfig cfg = model::preset(a.preset);
     if (a.seq > cfg.max_seq) throw std::invalid_argument(fmt::format("--seq {} exceeds the preset's context {}", a.seq, cfg.max_seq));
+    using Clock = std::chrono::steady_clock;
+    auto seconds_since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
+    const auto t_make = Clock::now();
     auto m = model::make_model(cfg, a.device, "off");  // the start-up gates run here (CUDA); audits off as in a timed run
-    m->init(1);
+    const double make_s = seconds_since(t_make);
+    const auto t_init = Clock::now();
+    model::freeze(m->params());  // the base trains nothing: no gradients to hold or initialize
+    m->init_where_held(1);       // CUDA: on the device (init's bits); the host view downloads it once, when read
+    const double init_s = seconds_since(t_init);
+    std::size_t made_bytes = 0;  // what the device holds before the finetune: the base's values
 #ifdef LOCKSTEP_HAVE_CUDA
-    if (a.device == "cuda") cuda::reset_peak_bytes_in_use();
+    if (a.device == "cuda") {
+      cuda::reset_peak_bytes_in_use();
+      made_bytes = cuda::bytes_in_use();
+    }
 #endif
     std::vector<data::SftExample> records(static_cast<std::size_t>(a.batch));
     for (std::size_t r = 0; r < records.size(); ++r) {
@@ -127,25 +146,33 @@ int main(int argc, char** argv) {
     c.log_every = 1000000;
     const fs::path dir = fs::temp_directory_path() / fmt::format("lockstep_lora_bench_{}", ::getpid());
     fs::remove_all(dir);
+    const auto t_run = Clock::now();
     const auto rep = train::finetune(*m, records, c, dir.string());
+    const double run_s = seconds_since(t_run);
     const auto [t0, n0] = a.warmup > 0 ? metrics_at(dir / "metrics.jsonl", a.warmup) : std::pair<double, double>{0, 0};
     const auto [t1, n1] = metrics_at(dir / "metrics.jsonl", a.warmup + a.steps);
     fs::remove_all(dir);
     const double tok_s = (n1 - n0) / (t1 - t0);
+    // The finetune's time outside its timed steps: the adapters, the upload, the warm-up steps, the final save.
+    const double adapters_s = run_s - (t1 - t0);
     std::string memory = "peak GPU memory -";
+    (void)made_bytes;
 #ifdef LOCKSTEP_HAVE_CUDA
     if (a.device == "cuda")
-      memory = fmt::format("peak GPU memory {:.2f} GiB (pool high-water since the model was made), {:.2f} GiB in use "
-                           "at the end, {:.2f} GiB used (cudaMemGetInfo)",
+      memory = fmt::format("peak GPU memory {:.2f} GiB (pool high-water since the model was made; {:.2f} GiB of it "
+                           "the base before the finetune), {:.2f} GiB in use at the end, {:.2f} GiB used (cudaMemGetInfo)",
                            static_cast<double>(cuda::peak_bytes_in_use()) / (1ull << 30),
+                           static_cast<double>(made_bytes) / (1ull << 30),
                            static_cast<double>(cuda::bytes_in_use()) / (1ull << 30),
                            static_cast<double>(cuda::device_bytes_used()) / (1ull << 30));
 #endif
     std::printf("lockstep lora %s %s seq %lld batch %lld r %lld targets %s: %.1f tok/s over %lld steps (last loss %.4f), "
-                "%s\n",
+                "%s; set-up %.1f s (model %.1f s, base init %.1f s, adapters + upload + %lld warm-up + save %.1f s), "
+                "AdamW moments %.2f MiB\n",
                 a.device.c_str(), a.preset.c_str(), static_cast<long long>(a.seq), static_cast<long long>(a.batch),
                 static_cast<long long>(a.rank), a.targets.c_str(), tok_s, static_cast<long long>(a.steps),
-                static_cast<double>(rep.last_loss), memory.c_str());
+                static_cast<double>(rep.last_loss), memory.c_str(), make_s + init_s + adapters_s, make_s, init_s,
+                static_cast<long long>(a.warmup), adapters_s, static_cast<double>(rep.moment_bytes) / (1 << 20));
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "lora_bench: %s\n", e.what());

@@ -8,6 +8,8 @@
 //  * with the glue's mutant on (lora_scale_add_fused: fma where the spec has
 //    mul then add) the same finetune ends elsewhere: the comparison has teeth
 //    (the start-up gates reject the mutant too: gate_mutants_test.cpp);
+//  * a base frozen first and initialized on the device (lora_bench's set-up)
+//    holds the CPU init's values and finetunes to the CPU's adapter hash;
 //  * the facts demo's GPU twin (the fixture of tests/train/finetune_test.cpp):
 //    the Austen base trained and finetuned on the device answers >= 9 of 10,
 //    on the CPU demo's adapter bits.
@@ -20,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "lockstep/backend/cuda/device.hpp"
 #include "lockstep/backend/cuda/mutant.hpp"
 #include "lockstep/backend/cuda/probe.hpp"
 #include "lockstep/data/corpus.hpp"
@@ -148,12 +151,59 @@ TEST(CudaLora, AShortFinetuneEndsOnTheCpuAdapterHash) {
       std::printf("%s dropout %.2f: adapter cpu %016llx gpu %016llx\n", name, dropout,
                   static_cast<unsigned long long>(hc), static_cast<unsigned long long>(hg));
       EXPECT_EQ(hc, hg) << tag;
-      // The frozen base is bit-unchanged: the host view is downloaded from
-      // the device here (its step stages updated the adapters there).
+      // The frozen base is bit-unchanged in the host view (the device writes
+      // values only in its optimizer step, over the adapters: only theirs come
+      // back; the device's own base copy is what the adapter hash depends on).
       const auto& after = static_cast<const m::Model&>(*gpu).params();
       for (std::size_t i = 0; i < base.size(); ++i)
         EXPECT_EQ(differing(base[i].value, after[i].value), 0u) << tag << " " << base[i].name << " moved";
     }
+}
+
+// lora_bench's set-up: the base frozen first (no gradient, no moments on the
+// device), initialized on the device (init_where_held: param_init.cu, the
+// host's Philox and Box–Muller), then finetuned. The values are the CPU
+// init's bits (downloaded from the device: the host view was stale), another
+// seed differs (the comparison can fail), the model holds on the device no
+// more than its values after it is made (before: values, gradients and two
+// moments each), and the finetune ends on the CPU run's adapter hash.
+TEST(CudaLora, ABaseInitializedOnTheDeviceIsTheCpusAndFinetunesToItsHash) {
+  LOCKSTEP_REQUIRE_GPU();
+  for (const char* name : {"llama-micro", "bitnet-micro", "bitnet-tiny"}) {
+    const m::ModelConfig cfg = m::preset(name);
+    auto cpu = m::make_cpu_model(cfg);
+    cpu->init(3);
+    std::size_t value_bytes = 0;
+    for (const auto& p : cpu->params()) value_bytes += p.value.size() * sizeof(float);
+    m::make_cuda_model(cfg);  // the start-up gates (once a process) before the count
+    const std::size_t before = lc::bytes_in_use();
+    auto gpu = m::make_cuda_model(cfg);
+    const std::size_t made = lc::bytes_in_use() - before;
+    EXPECT_LE(made, value_bytes + value_bytes / 4 + (std::size_t{4} << 20))
+        << name << ": a model just made holds its values (pool buckets round up by at most a quarter), " << made
+        << " bytes for " << value_bytes;
+    m::freeze(gpu->params());
+    gpu->init_where_held(3);
+    const auto& pc = static_cast<const m::Model&>(*cpu).params();
+    const auto& pg = static_cast<const m::Model&>(*gpu).params();
+    ASSERT_EQ(pc.size(), pg.size());
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i < pc.size(); ++i) {
+      EXPECT_EQ(differing(pc[i].value, pg[i].value), 0u) << name << " " << pc[i].name;
+      EXPECT_TRUE(pg[i].grad.empty()) << name << " " << pg[i].name;
+    }
+    auto other = m::make_cpu_model(cfg);
+    other->init(4);
+    for (std::size_t i = 0; i < pc.size(); ++i) differ += differing(other->params()[i].value, pg[i].value);
+    EXPECT_GT(differ, 0u) << name << ": seed 4's values equal seed 3's";
+    if (std::string(name) == "bitnet-tiny") continue;  // the values are the point; the finetune is the micro ones'
+    const auto c = short_config(0.05);
+    const std::uint64_t hc = finetune_hash(*cpu, c, std::string("cpu_dev_init_") + name),
+                        hg = finetune_hash(*gpu, c, std::string("gpu_dev_init_") + name);
+    std::printf("%s initialized on the device: adapter cpu %016llx gpu %016llx\n", name,
+                static_cast<unsigned long long>(hc), static_cast<unsigned long long>(hg));
+    EXPECT_EQ(hc, hg) << name;
+  }
 }
 
 TEST(CudaLora, TheGlueMutantMovesTheGpuFinetuneOffTheCpuHash) {

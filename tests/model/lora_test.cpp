@@ -7,7 +7,9 @@
 //  * the CPU model with adapters = the float spec model with adapters, bit for bit;
 //  * a disabled adapter, and a fresh one (B = 0), give the base logits bit for bit;
 //  * PEFT's init (Kaiming-uniform bound 1/sqrt(in), B zero), and the
-//    conversion to and from model::Adapter.
+//    conversion to and from model::Adapter;
+//  * a frozen base holds its values and nothing else: no gradient buffer in
+//    Param, no discarded destination in the engine (counted in bytes).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -210,6 +212,55 @@ TEST(Lora, DisabledOrFreshAdapterGivesTheBaseLogitsBitForBit) {
     run.enabled = false;
     adapted->set_lora(run);
     EXPECT_EQ(mt::differing_bits(adapted->next_logits(toks, 1), want), 0u) << name << ": disabled";
+  }
+}
+
+// What a model with a frozen base and adapters holds, counted: the base's
+// values, and for each adapter tensor its value and its gradient (AdamW's
+// moments are the trainer's: finetune_test counts those). The engine holds
+// for gradients only the discarded destinations of the frozen vectors (norm
+// weights: their kernels always write dw), plus the adapters' accumulation
+// buffers when accumulating; the frozen matrices' dW is never computed.
+TEST(Lora, AFrozenBaseHoldsItsValuesOnly) {
+  for (const char* name : {"llama-micro", "bitnet-micro"}) {
+    const m::ModelConfig cfg = m::preset(name);
+    std::vector<m::Param> ps = m::make_float_params(cfg);
+    mt::randomize(ps, 0x71, 0.3);
+    std::size_t base = 0, frozen_vectors = 0;
+    for (const auto& p : ps) {
+      base += p.value.size();
+      if (p.shape.size() == 1) frozen_vectors += p.value.size();
+    }
+    m::LoraConfig lc;
+    lc.targets = kAllTargets;
+    lc.rank = 4;
+    m::add_lora_params(ps, cfg, lc, 3);
+    std::size_t adapters = 0, held = 0;
+    for (const auto& p : ps) {
+      held += m::bytes_held(p);
+      if (m::is_lora_param(p.name)) adapters += p.value.size();
+      else EXPECT_EQ(p.grad.capacity(), 0u) << name << " frozen " << p.name << " holds a gradient buffer";
+    }
+    ASSERT_GT(adapters, 0u);
+    EXPECT_EQ(held, (base + 2 * adapters) * sizeof(float)) << name << ": weights + adapter values and gradients";
+    EXPECT_NO_THROW(m::require_f32_params(ps, "the test")) << name << ": a frozen F32 parameter without a gradient is valid";
+
+    lockstep::cpu::OpKernels k;
+    k.threads = 2;
+    m::Engine<float, lockstep::cpu::OpKernels, m::Param> e(cfg, ps, k);
+    m::LoraRun run;
+    run.scale = 2.0;
+    run.training = true;
+    e.lora = &run;
+    const auto b = mt::random_batch(2, 7, cfg.vocab_size, 0x72, true);
+    e.run(b.ids.data(), b.targets.data(), 2, 7, true, false);
+    EXPECT_EQ(e.grad_scratch_bytes(), frozen_vectors * sizeof(float)) << name << ": the engine's gradient buffers";
+    e.run(b.ids.data(), b.targets.data(), 2, 7, true, true);
+    EXPECT_EQ(e.grad_scratch_bytes(), (frozen_vectors + adapters) * sizeof(float))
+        << name << ": accumulating adds the adapters' buffers only";
+    std::size_t after = 0;
+    for (const auto& p : ps) after += m::bytes_held(p);
+    EXPECT_EQ(after, held) << name << ": a pass allocates no gradient in Param";
   }
 }
 

@@ -130,12 +130,23 @@ TEST(Finetune, FrozenBaseIsBitUnchangedAndOnlyAdaptersMove) {
     auto cfg = facts_config();
     cfg.steps = 6;
     const auto dir = temp_dir(std::string("frozen_") + preset);
-    tr::finetune(*model, data, cfg, dir.string());
+    const auto rep = tr::finetune(*model, data, cfg, dir.string());
     const auto& after = model->params();
     ASSERT_GT(after.size(), before.size());
+    // What the run held for the adapters, counted: value + gradient in the
+    // model, two AdamW moments in the trainer; the base its values alone.
+    std::size_t adapter_floats = 0, held = 0, base_bytes = 0;
+    for (std::size_t i = 0; i < after.size(); ++i) {
+      held += m::bytes_held(after[i]);
+      if (i < before.size()) base_bytes += before[i].value.size() * sizeof(float);
+      else adapter_floats += after[i].value.size();
+    }
+    EXPECT_EQ(rep.moment_bytes, 2 * adapter_floats * sizeof(float)) << preset << ": AdamW moments for the adapters only";
+    EXPECT_EQ(held, base_bytes + 2 * adapter_floats * sizeof(float)) << preset << ": the frozen base holds no gradient";
     for (std::size_t i = 0; i < before.size(); ++i) {
       ASSERT_EQ(after[i].name, before[i].name);
       EXPECT_FALSE(after[i].trainable);
+      EXPECT_EQ(after[i].grad.capacity(), 0u) << preset << " " << before[i].name << " holds a gradient buffer";
       EXPECT_EQ(std::memcmp(after[i].value.data(), before[i].value.data(), before[i].value.size() * sizeof(float)), 0)
           << preset << " " << before[i].name << " moved";
     }

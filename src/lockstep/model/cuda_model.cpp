@@ -26,6 +26,7 @@
 
 #include "lockstep/backend/cuda/audit.hpp"
 #include "lockstep/backend/cuda/col_quant.hpp"
+#include "lockstep/backend/cuda/core_launch.hpp"
 #include "lockstep/backend/cuda/decode_launch.hpp"
 #include "lockstep/backend/cuda/decode_linear_launch.hpp"
 #include "lockstep/backend/cuda/device.hpp"
@@ -35,6 +36,7 @@
 #include "lockstep/backend/cuda/int8_gemm.hpp"
 #include "lockstep/backend/cuda/ops.hpp"
 #include "lockstep/backend/cuda/optim_launch.hpp"
+#include "lockstep/backend/cuda/param_init_launch.hpp"
 #include "lockstep/backend/cuda/pointwise_launch.hpp"
 #include "lockstep/backend/cuda/probe.hpp"
 #include "lockstep/backend/cuda/profile.hpp"
@@ -58,13 +60,15 @@ struct DeviceParam {
   bool trainable = true;
 };
 
+// The values are allocated here; the gradients at the first pass
+// (DeviceStorage::reconcile), when it is known which parameters train: a base
+// frozen before then (LoRA) never holds a device gradient.
 std::vector<DeviceParam> device_params(const std::vector<Param>& host) {
   std::vector<DeviceParam> d(host.size());
   for (std::size_t i = 0; i < host.size(); ++i) {
     d[i].name = host[i].name;
     d[i].shape = host[i].shape;
     d[i].value.resize(host[i].value.size());
-    d[i].grad.resize(host[i].grad.size());
     d[i].decay = host[i].decay;
     d[i].trainable = host[i].trainable;
   }
@@ -89,6 +93,7 @@ class DeviceStorage {
   }
   void host_written() {
     host_values_ = host_grads_ = true;
+    value_stale_.assign(value_stale_.size(), 0);
     device_values_ = device_grads_ = false;
   }
   void before_pass(bool accumulate) {
@@ -99,13 +104,47 @@ class DeviceStorage {
     cuda::synchronize(what);
     if (wrote_grads) device_wrote(true, false);
   }
-  // The device holds newer gradients (and values) than the host view.
+  // The device holds newer gradients (and values) than the host view. The
+  // device writes values only in the optimizer step, whose table is the
+  // trainable parameters: only theirs come back (a frozen base is never
+  // downloaded).
   void device_wrote(bool grads, bool values) {
     if (grads) {
       device_grads_ = true;
       host_grads_ = false;
     }
-    if (values) host_values_ = false;
+    if (values) {
+      host_values_ = false;
+      value_stale_.resize(device_.size(), 0);
+      for (std::size_t i = 0; i < device_.size(); ++i)
+        if (device_[i].trainable) value_stale_[i] = 1;
+    }
+  }
+  // init's values (params.hpp's scheme) filled on the device: the host view's
+  // values are then stale until read (its gradients stay the host's, zero).
+  void init_values(const std::vector<ParamSpec>& specs, std::uint64_t seed) {
+    reconcile();
+    for (std::size_t i = 0; i < device_.size(); ++i) {
+      float* v = device_[i].value.data();
+      const std::size_t n = device_[i].value.size();
+      switch (specs.at(i).init) {
+        case Init::Normal:
+          launch::fill_normal(v, n, seed, param_stream(specs[i].name), 0.0f, specs[i].init_std);
+          break;
+        case Init::One:
+          launch::fill(v, n, 1.0f);
+          break;
+        case Init::Zero:
+          launch::fill(v, n, 0.0f);
+          break;
+      }
+    }
+    cuda::synchronize("init");
+    device_values_ = true;
+    host_values_ = false;
+    value_stale_.assign(device_.size(), 1);
+    host_grads_ = true;
+    device_grads_ = false;
   }
   void sync_device_values() {
     reconcile();
@@ -155,7 +194,9 @@ class DeviceStorage {
   void sync_host() const {
     const std::size_t n = std::min(host_.size(), device_.size());
     if (!host_values_) {
-      for (std::size_t i = 0; i < n; ++i) device_[i].value.download(host_[i].value.data());
+      for (std::size_t i = 0; i < n && i < value_stale_.size(); ++i)
+        if (value_stale_[i]) device_[i].value.download(host_[i].value.data());
+      value_stale_.assign(value_stale_.size(), 0);
       host_values_ = true;
     }
     if (!host_grads_) {
@@ -170,6 +211,7 @@ class DeviceStorage {
   // Where the newest values and gradients are.
   mutable bool host_values_ = true, host_grads_ = true;
   bool device_values_ = false, device_grads_ = false;
+  mutable std::vector<char> value_stale_;  // per parameter: the device's value is newer (host_values_ false)
 };
 
 }  // namespace
@@ -421,16 +463,10 @@ void gate_once() {
 
 class CudaModel final : public KernelModel<cuda::OpKernels, DeviceStorage>, public StepStages {
  public:
-  explicit CudaModel(const ModelConfig& cfg) : KernelModel(cfg), dparams_(storage_.engine_params()) {
-    m_.resize(params_.size());
-    v_.resize(params_.size());
-    for (std::size_t i = 0; i < params_.size(); ++i)
-      if (params_[i].trainable) {
-        m_[i].assign(params_[i].value.size(), 0.0f);
-        v_[i].assign(params_[i].value.size(), 0.0f);
-      }
-    build_table();
-  }
+  // The AdamW moments and the optimizer's table are made at the first step or
+  // set_moments (ensure_table_current), for the parameters trainable then: a
+  // base frozen before (LoRA) never holds moments on the device.
+  explicit CudaModel(const ModelConfig& cfg) : KernelModel(cfg), dparams_(storage_.engine_params()) {}
 
   // --- the step's stages (model/step_stages.hpp) on the device ---------------
   // One wait for the device per step, in finish(): the batch goes over in one
@@ -536,6 +572,15 @@ class CudaModel final : public KernelModel<cuda::OpKernels, DeviceStorage>, publ
     }
   }
   void get_moments(std::vector<std::vector<float>>& m, std::vector<std::vector<float>>& v) const override {
+    if (!table_built_) {  // no step yet: the moments are zero
+      m.resize(params_.size());
+      v.resize(params_.size());
+      for (std::size_t i = 0; i < params_.size(); ++i) {
+        m[i].assign(params_[i].trainable ? params_[i].value.size() : 0, 0.0f);
+        v[i] = m[i];
+      }
+      return;
+    }
     require_table_current();
     m.resize(params_.size());
     v.resize(params_.size());
@@ -605,7 +650,7 @@ class CudaModel final : public KernelModel<cuda::OpKernels, DeviceStorage>, publ
   // the moments follow (a tensor that stays trainable keeps them, a new one
   // starts at zero, a frozen one has none) and the table is built again.
   void ensure_table_current() {
-    if (table_key() == table_key_) return;
+    if (table_built_ && table_key() == table_key_) return;
     m_.resize(params_.size());
     v_.resize(params_.size());
     for (std::size_t i = 0; i < params_.size(); ++i) {
@@ -626,6 +671,7 @@ class CudaModel final : public KernelModel<cuda::OpKernels, DeviceStorage>, publ
   // move: the buffers are sized once, here, or when the list changes:
   // ensure_table_current).
   void build_table() {
+    table_built_ = true;
     table_key_ = table_key();
     slots_.clear();
     max_n_ = 0;
@@ -655,6 +701,7 @@ class CudaModel final : public KernelModel<cuda::OpKernels, DeviceStorage>, publ
   cuda::DeviceBuffer<launch::TensorSlot> table_;
   std::vector<std::size_t> slots_;  // table row -> parameter index
   std::vector<int> table_key_;  // table_key() when the table was built
+  bool table_built_ = false;
   std::size_t table_count_ = 0, total_chunks_ = 0, max_n_ = 0;
   cuda::DeviceBuffer<float> norms_, partials_, control_, losses_;
   // The staged step's batch (stage_batch .. finish).

@@ -67,11 +67,24 @@ class KernelModel : public Model {
 
   void init(std::uint64_t seed) override {
     require_runnable_params();
+    require_table_params("init");
     for (std::size_t i = 0; i < params_.size(); ++i) {
       init_param(specs_[i], params_[i].value.data(), params_[i].value.size(), seed, 0);
       std::fill(params_[i].grad.begin(), params_[i].grad.end(), 0.0f);
     }
     storage_.host_written();
+  }
+  // A Storage with init_values (the device's) computes init's values itself;
+  // the gradients are zero on the host, as init leaves them.
+  void init_where_held(std::uint64_t seed) override {
+    if constexpr (requires { storage_.init_values(specs_, seed); }) {
+      require_runnable_params();
+      require_table_params("init_where_held");
+      for (Param& p : params_) std::fill(p.grad.begin(), p.grad.end(), 0.0f);
+      storage_.init_values(specs_, seed);
+    } else {
+      init(seed);
+    }
   }
 
   float forward_backward(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets,
@@ -120,6 +133,13 @@ class KernelModel : public Model {
   // The float kernels read every parameter as an f32 Param::value: a parameter
   // the caller put in another dtype (params() is writable) is refused by name.
   void require_runnable_params() const { require_f32_params(params_, Storage::kName); }
+  // The initialization is the family's table's: a list grown since (LoRA's
+  // adapter tensors, which add_lora_params initializes) is refused.
+  void require_table_params(const char* what) const {
+    if (params_.size() != specs_.size())
+      throw std::logic_error(std::string(what) + ": the parameter list is no longer the model's table (adapter "
+                             "tensors were added); initialize the base before adding them");
+  }
   void begin_pass(int threads, bool accumulate) {
     require_runnable_params();
     kernels_.threads = util::resolve_threads(threads);

@@ -82,8 +82,15 @@ void add_lora_params(std::vector<Param>& params, const ModelConfig& cfg, const L
     added.push_back(std::move(a));
     added.push_back(std::move(b));
   }
-  for (Param& p : params) p.trainable = false;
+  freeze(params);
   for (Param& p : added) params.push_back(std::move(p));
+}
+
+void freeze(std::vector<Param>& params) {
+  for (Param& p : params) {
+    p.trainable = false;
+    std::vector<float>().swap(p.grad);
+  }
 }
 
 Adapter adapter_of(const std::vector<Param>& params, const LoraConfig& lora) {

@@ -38,6 +38,13 @@ std::vector<std::string> lora_modules(const ModelConfig& cfg, const LoraConfig& 
 void add_lora_params(std::vector<Param>& params, const ModelConfig& cfg, const LoraConfig& lora,
                      std::uint64_t seed);
 
+// Freezes every parameter: trainable = false and its gradient buffer released
+// (a frozen parameter holds its value only; no kernel writes its gradient:
+// transformer.hpp). add_lora_params does this to the base; a caller that
+// knows the base will be frozen may do it first, before Model::init, so the
+// initialization touches no gradients.
+void freeze(std::vector<Param>& params);
+
 // Whether a parameter name is an adapter tensor's.
 bool is_lora_param(const std::string& name);
 

@@ -31,7 +31,8 @@ namespace lockstep::model {
 // the checkpoint writer converts where HF differs (GPT-2's Conv1D stores [in, out]).
 //
 // How the value is held (docs/ARCHITECTURE.md, "Typed storage"):
-//   dtype F32 (every parameter today): `value` and `grad`, numel floats each;
+//   dtype F32 (every parameter today): `value` and `grad`, numel floats each
+//     (a frozen one may hold an empty `grad`: model/lora_params.hpp's freeze);
 //     `frozen_value` is empty.
 //   any other dtype: a frozen value held as what it is (BF16/F16 weights,
 //     I8 unit codes with per-row steps, TERNARY2 BitNet codes with their scale)
@@ -120,6 +121,12 @@ class Model {
   // Deterministic initialization from Philox(seed): GPT-2 style N(0, 0.02),
   // residual projections scaled by 1/sqrt(2·n_layer), norms at 1, biases at 0.
   virtual void init(std::uint64_t seed) = 0;
+  // init(seed)'s values, computed where the model holds its parameters: the
+  // CUDA model fills them on the device (the same bits, num/rng.hpp on the
+  // device) and the host view is downloaded when it is next read; the
+  // default is init(seed). A benchmark's set-up: a 2.4 B-parameter base is
+  // tens of seconds of host work, milliseconds of device work.
+  virtual void init_where_held(std::uint64_t seed) { init(seed); }
 
   // Mean cross-entropy (natural log) over the batch·seq targets, and the
   // gradient of that mean into every trainable Param::grad: overwritten when

@@ -17,7 +17,9 @@ void check_param_storage(const Param& p) {
   };
   const std::size_t n = tensor::numel_of(p.shape);
   if (p.dtype == tensor::DType::f32) {
-    if (p.value.size() != n || p.grad.size() != n)
+    // A frozen parameter may hold no gradient (nothing writes it: lora_params.hpp's freeze).
+    const bool grad_ok = p.grad.size() == n || (!p.trainable && p.grad.empty());
+    if (p.value.size() != n || !grad_ok)
       fail(fmt::format("value/grad hold {}/{} floats, expected {}", p.value.size(), p.grad.size(), n));
     if (!p.frozen_value.empty()) fail("an F32 parameter keeps its value in `value`, but frozen_value is set");
     return;

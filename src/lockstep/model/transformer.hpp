@@ -221,6 +221,8 @@ class FamilyEngine {
 
   // --- what the handlers read -------------------------------------------------
   const T* P(std::size_t i) const { return params_[i].value.data(); }
+  // A frozen matrix's is nullptr (grad_skipped): the Linear and BitLinear
+  // kernels of every set then compute no dW, only dx.
   T* G(std::size_t i) { return gdst_[i]; }
   ops::NormConfig norm(std::size_t rows, std::size_t dim) const { return {rows, dim, cfg_.norm_eps}; }
   ops::ElementwiseConfig elems(std::size_t n) const { return {n}; }
@@ -265,22 +267,8 @@ class FamilyEngine {
       k_.template backward<ops::Int8Linear>(unit_config(c),
                                             {.x = a.x, .w = a.w, .dy = a.dy, .dx = a.dx, .dw = a.dw, .db = a.db});
     } else {
-      ops::Linear::BwdArgs<T> b = a;
-      b.dw = frozen_or(a.dw);
-      k_.template backward<ops::Linear>(c, b);
+      k_.template backward<ops::Linear>(c, a);
     }
-  }
-
-  // Every kernel set skips the weight gradient of a frozen parameter (the
-  // Linear and BitLinear kernels, host and CUDA, compute no dW for
-  // dw = nullptr): dw, or nullptr when dw is a frozen parameter's discarded
-  // destination (gdst_ holds device pointers on a device kernel set: the
-  // comparison is the same).
-  T* frozen_or(T* dw) const {
-    if (dw == nullptr) return dw;
-    for (std::size_t i = 0; i < params_.size(); ++i)
-      if (!params_[i].trainable && i < gdst_.size() && gdst_[i] == dw) return nullptr;
-    return dw;
   }
 
   // An attention step in the run's attention mode (ModelConfig::attention):
@@ -310,7 +298,7 @@ class FamilyEngine {
   void proj_bwd(std::size_t rows, std::size_t in, std::size_t out, const T* x, const T* w, const T* dy, T* dx, T* dw,
                 Aux& aux) {
     if constexpr (std::is_same_v<Op, ops::BitLinear>)
-      k_.template backward<ops::BitLinear>({rows, in, out}, {.x = x, .w = w, .dy = dy, .dx = dx, .dw = frozen_or(dw)},
+      k_.template backward<ops::BitLinear>({rows, in, out}, {.x = x, .w = w, .dy = dy, .dx = dx, .dw = dw},
                                            aux);
     else
       linear_bwd({rows, in, out, false}, {.x = x, .w = w, .dy = dy, .dx = dx, .dw = dw, .db = nullptr});
@@ -400,20 +388,39 @@ class FamilyEngine {
     Fam::param_table(cfg_, indexer);
     wte_ = outer_.wte;
     head_ = cfg_.tie_embeddings ? wte_ : outer_.lm_head;
+  }
+  // Checked at each pass (a device model sizes its buffers just before it):
+  // a value of numel(shape); a gradient of numel(shape), which a frozen
+  // parameter need not hold (nothing writes it: prepare_grads).
+  void check_param_sizes() const {
     for (const auto& p : params_) {
       std::size_t n = 1;
       for (std::int64_t d : p.shape) n *= static_cast<std::size_t>(d);
-      if (p.value.size() != n || p.grad.size() != n)
+      if (p.value.size() != n || (p.grad.size() != n && (p.trainable || !p.grad.empty())))
         throw std::invalid_argument("model: parameter " + p.name + " has value/grad sizes that do not match its shape");
     }
   }
   std::size_t numel(std::size_t i) const { return params_[i].value.size(); }
 
+  // Whether no kernel computes a frozen parameter's gradient: a matrix is read
+  // by the Linear and BitLinear kernels, which compute no dW for dw = nullptr
+  // (host and CUDA), or is the embedding, whose backward is skipped when frozen.
+  // The exceptions write theirs into a discarded buffer: GPT-2's learned
+  // positions, every matrix under the int8 units (their kernels always write
+  // dW), and the vectors (norm weights, biases: a row's worth each).
+  bool grad_skipped(std::size_t i) const {
+    if (params_[i].trainable || params_[i].shape.size() != 2 || cfg_.linear == LinearMode::Units) return false;
+    if constexpr (requires { outer_.wpe; })
+      if (i == outer_.wpe) return false;
+    return true;
+  }
   void prepare_grads(bool accumulate) {
     gdst_.assign(params_.size(), nullptr);
     if (gtmp_.size() != params_.size()) gtmp_.resize(params_.size());
     for (std::size_t i = 0; i < params_.size(); ++i) {
-      if (accumulate || !params_[i].trainable) {
+      if (grad_skipped(i)) {
+        gtmp_[i] = Buf();  // G(i) is nullptr: nothing is held for it
+      } else if (accumulate || !params_[i].trainable) {
         gtmp_[i].resize(numel(i));
         gdst_[i] = gtmp_[i].data();
       } else {
@@ -421,6 +428,18 @@ class FamilyEngine {
       }
     }
   }
+
+ public:
+  // Bytes the engine holds for gradients apart from Param::grad: the
+  // accumulation buffers of trainable parameters, and the discarded
+  // destinations of frozen ones that some kernel writes (grad_skipped).
+  std::size_t grad_scratch_bytes() const {
+    std::size_t b = 0;
+    for (const Buf& g : gtmp_) b += g.size() * sizeof(T);
+    return b;
+  }
+
+ private:
   void finish_grads(bool accumulate) {
     if (!accumulate) return;
     for (std::size_t i = 0; i < params_.size(); ++i)
@@ -439,6 +458,7 @@ class FamilyEngine {
     S_ = seq;
     N_ = batch * seq;
     mode_ = mode;
+    check_param_sizes();
     lora_.prepare(params_, opt_.lora);
     k_.begin_forward();
     const RunSizes r{B_, S_, N_, V_, D_, F_, Hq_, qdim_, kvdim_};
@@ -467,7 +487,11 @@ class FamilyEngine {
     if (mode == Mode::Train) {
       s.dx.resize(N * D);
       s.dn.resize(N * D);
-      s.demb.resize(V_ * D);
+      // The embedding's own gradient, added to the tied head's: only when it is trained.
+      if (cfg_.tie_embeddings && params_[wte_].trainable)
+        s.demb.resize(V_ * D);
+      else
+        s.demb = Buf();
     }
   }
 
@@ -560,6 +584,9 @@ class Engine : public EngineOptions {
 
   const ModelConfig& config() const {
     return std::visit([](const auto& e) -> const ModelConfig& { return e.cfg_; }, impl_);
+  }
+  std::size_t grad_scratch_bytes() const {
+    return std::visit([](const auto& e) { return e.grad_scratch_bytes(); }, impl_);
   }
   // FamilyEngine::run, last_logits and decode_logits.
   T run(const Index* ids, const Index* targets, std::size_t batch, std::size_t seq, bool backward, bool accumulate) {

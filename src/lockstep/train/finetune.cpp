@@ -340,6 +340,7 @@ FinetuneReport finetune(model::Model& model, const std::vector<data::SftExample>
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   rep.tokens_per_second = rep.seconds > 0 ? static_cast<double>(tokens) / rep.seconds : 0.0;
   rep.adapter_hash = adapter_hash(model);
+  for (std::size_t i = 0; i < mo.m.size(); ++i) rep.moment_bytes += (mo.m[i].capacity() + mo.v[i].capacity()) * sizeof(float);
   return rep;
 }
 

@@ -70,6 +70,9 @@ struct FinetuneReport {
   float last_loss = 0;
   double seconds = 0, tokens_per_second = 0;
   std::uint64_t adapter_hash = 0;
+  // Bytes of AdamW moments the host held for the run: the adapter tensors'
+  // only (a frozen parameter has none), whether or not a device held them.
+  std::size_t moment_bytes = 0;
 };
 
 // The total steps of a run over `records` examples.
