@@ -287,3 +287,5 @@ cuda_mutant("cuda-col-quant-last-chunk-dropped", "col_quant_last_chunk_dropped",
 cuda_mutant("cuda-col-quant-sums-in-pairs", "col_quant_sums_in_pairs",
             "column quantizer's fused column sums add rows in pairs (reassociated)")
 cuda_mutant("cuda-lora-scale-add-fused", "lora_scale_add_fused", "LoRA glue: y + u·s as fma(u, s, y)")
+cuda_mutant("cuda-norm-quantize-stale-row", "norm_quantize_stale_row",
+            "fused RMSNorm + row codes (decode): the codes of the staged x, not of y")

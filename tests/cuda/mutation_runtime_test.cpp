@@ -37,7 +37,7 @@ namespace model = lockstep::model;
 using lc::Mutant;
 
 enum class Family { linear, attention, residual, layernorm, optimizer, int8, unit_attention, rmsnorm_rows, row_quantize,
-                    col_quant, lora };
+                    col_quant, lora, norm_quantize };
 
 struct Entry {
   const char* id;  // the catalogue's id (scripts/mutation_catalogue.py: cuda_mutant)
@@ -67,6 +67,7 @@ const std::vector<Entry>& entries() {
       {"cuda-col-quant-last-chunk-dropped", Mutant::col_quant_last_chunk_dropped, Family::col_quant},
       {"cuda-col-quant-sums-in-pairs", Mutant::col_quant_sums_in_pairs, Family::col_quant},
       {"cuda-lora-scale-add-fused", Mutant::lora_scale_add_fused, Family::lora},
+      {"cuda-norm-quantize-stale-row", Mutant::norm_quantize_stale_row, Family::norm_quantize},
   };
   return e;
 }
@@ -86,6 +87,7 @@ std::vector<lc::gate::Case> gate_cases(Family f) {
     case Family::row_quantize: return lc::gate::cases_of({"row_quantize_i8", "int8_linear"});
     case Family::col_quant: return lc::gate::cases_of({"col_quant"});
     case Family::lora: return lc::gate::cases_of({"lora"});
+    case Family::norm_quantize: return lc::gate::cases_of({"rmsnorm_quantize_i8"});
   }
   return {};
 }
@@ -143,7 +145,7 @@ TEST(CudaMutationRuntime, TheCleanKernelsPassTheGatesAndTheAudits) {
   ScopedMutant none(Mutant::none);
   for (const Family f : {Family::linear, Family::attention, Family::residual, Family::layernorm, Family::optimizer,
                          Family::int8, Family::unit_attention, Family::rmsnorm_rows, Family::row_quantize,
-                         Family::col_quant, Family::lora}) {
+                         Family::col_quant, Family::lora, Family::norm_quantize}) {
     for (const auto& o : lc::gate::run_gates(gate_cases(f), {}))
       ASSERT_EQ(o.difference, "") << "unmutated: " << o.kernel << " on " << o.shape;
   }
@@ -161,7 +163,7 @@ TEST(CudaMutationRuntime, TheCleanKernelsPassTheGatesAndTheAudits) {
 TEST(CudaMutationRuntime, EveryCudaKernelMutantIsCaughtAtRunTime) {
   std::string why;
   if (!lc::available(&why)) GTEST_SKIP() << why;
-  EXPECT_EQ(entries().size(), static_cast<std::size_t>(Mutant::lora_scale_add_fused))
+  EXPECT_EQ(entries().size(), static_cast<std::size_t>(Mutant::norm_quantize_stale_row))
       << "a mutant of mutant.hpp is missing from this list";
   std::vector<std::string> missed;
   for (const auto& e : entries()) {
