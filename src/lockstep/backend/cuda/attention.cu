@@ -39,6 +39,7 @@
 #include <cstdint>
 #include <stdexcept>
 
+#include "lockstep/backend/cuda/cp_async.cuh"
 #include "lockstep/backend/cuda/device.hpp"
 #include "lockstep/backend/cuda/mutant.hpp"
 #include "lockstep/backend/cuda/trace_launch.hpp"
@@ -957,15 +958,6 @@ __global__ void __launch_bounds__(kThreads, DC <= 4 ? 2 : 1) dq_tiled_kernel(Arg
 __host__ __device__ inline int dq_stored_stage_floats(int Dh) { return kTile * ldr_of(Dh) + kTile * kPad; }
 std::size_t dq_stored_smem_floats(int Dh) { return 2u * static_cast<unsigned>(dq_stored_stage_floats(Dh)) + 64u; }
 
-// 16 bytes global -> shared, asynchronous; bytes = 0 writes zeros (src unread).
-__device__ __forceinline__ void cp_async16(float* dst, const float* src, bool in) {
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  const int bytes = in ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
-
 // Key block kb's K rows and dS^T tile into a stage (Kn at st, dSt after it).
 template <bool V4>
 __device__ __forceinline__ void dq_stored_fill(const Args& a, float* st, int b, int bz, int g, int h, int qb, int kb,
@@ -980,15 +972,15 @@ __device__ __forceinline__ void dq_stored_fill(const Args& a, float* st, int b, 
     const int q4 = Dh >> 2, tk = kTile * q4;
     for (int f = tid; f < tk; f += kThreads) {
       const int r = f / q4, c = f - r * q4;
-      cp_async16(Kn + r * ldr + 4 * c, r < nk ? ks + r * a.ldkv + 4 * c : ks, r < nk);
+      detail::cp_async16_zfill(Kn + r * ldr + 4 * c, r < nk ? ks + r * a.ldkv + 4 * c : ks, r < nk);
     }
     // (dS rows past nk are never read; zero-filled like the K rows.)
 #pragma unroll
     for (int u = 0; u < kTile * kTile / 4 / kThreads; ++u) {
       const int f = tid + u * kThreads, r = f >> 4, c = f & 15;
-      cp_async16(dSt + r * kPad + 4 * c, r < nk ? ds + r * kTile + 4 * c : ds, r < nk);
+      detail::cp_async16_zfill(dSt + r * kPad + 4 * c, r < nk ? ds + r * kTile + 4 * c : ds, r < nk);
     }
-    cp_async_commit();
+    detail::cp_async_commit();
   } else {
     load_rows2<4, false>(Kn, ldr, ks, a.ldkv, Dh, dSt, kPad, ds, kTile, kTile, nk, tid);
   }
@@ -1014,7 +1006,7 @@ __global__ void __launch_bounds__(kThreads) dq_stored_kernel(Args a) {
   dq_stored_fill<V4>(a, sm, b, bz, g, h, qb, 0, tid);
   for (int kb = 0; kb <= qb; ++kb) {
     const bool diag = kb == qb;
-    if constexpr (V4) cp_async_wait_all();  // this thread's copies of block kb landed
+    if constexpr (V4) detail::cp_async_wait<0>();  // this thread's copies of block kb landed
     __syncthreads();  // everyone's copies of block kb landed; block kb - 1's readers are done
     if (!diag) dq_stored_fill<V4>(a, sm + ((kb + 1) & 1) * stage, b, bz, g, h, qb, kb + 1, tid);
     const float* Kn = sm + (kb & 1) * stage;
