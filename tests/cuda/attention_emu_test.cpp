@@ -147,10 +147,15 @@ std::vector<Shape> shapes() {
 
 }  // namespace
 
+// Each query tile the forward has (128 rows, the rule for head_dim <= 64; 64 rows).
 TEST(CudaAttentionEmulated, ForwardBitForBit) {
   for (const Shape& s : shapes()) {
     const Case k(s);
-    EXPECT_EQ(k.forward(), "") << name_of(s);
+    for (const int rows : {0, 64}) {
+      ll::attention_fwd_tile_override(rows);
+      EXPECT_EQ(k.forward(), "") << name_of(s) << ", " << ll::attention_fwd_tile(k.sh) << "-query tile";
+    }
+    ll::attention_fwd_tile_override(0);
   }
 }
 
@@ -171,7 +176,27 @@ TEST(CudaAttentionEmulated, ShuffledThreadOrders) {
   for (const Shape& s : {Shape{1, 193, 2, 1, 64, true}, Shape{2, 70, 2, 2, 17, true}}) {
     const Case k(s);
     EXPECT_EQ(k.forward(), "") << name_of(s);
+    ll::attention_fwd_tile_override(64);
+    EXPECT_EQ(k.forward(), "") << name_of(s) << ", 64-query tile";
+    ll::attention_fwd_tile_override(0);
     EXPECT_EQ(k.backward(1), "") << name_of(s);
   }
   emu::cta.shuffle_order = false;
+}
+
+// The gate's mutant (scores without 1/sqrt(Dh)) is seen by every kernel here.
+TEST(CudaAttentionEmulated, DropScaleMutantDiffers) {
+  const Case k(Shape{1, 193, 2, 1, 64, true});
+  lockstep::cuda::set_mutant(lockstep::cuda::Mutant::attention_drop_scale);
+  std::vector<std::string> d;
+  for (const int rows : {0, 64}) {
+    ll::attention_fwd_tile_override(rows);
+    d.push_back(k.forward());
+  }
+  ll::attention_fwd_tile_override(0);
+  d.push_back(k.backward(1));
+  d.push_back(k.backward(0));
+  lockstep::cuda::set_mutant(lockstep::cuda::Mutant::none);
+  for (const std::string& x : d) EXPECT_NE(x, "");
+  EXPECT_EQ(k.forward(), "");
 }

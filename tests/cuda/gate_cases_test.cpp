@@ -96,6 +96,18 @@ TEST(CudaGateCases, AttentionBackwardPathsAreSwept) {
   EXPECT_GT(chunked, 0u);
 }
 
+// The forward's two query tiles: the rule's 128 rows (head_dim <= 64) and,
+// forced on the same cases, the 64-row kernel.
+TEST(CudaGateCases, AttentionForwardTilesAreSwept) {
+  std::size_t fwd = 0, rows64 = 0;
+  for (const auto& c : lc::gate::cases_of({"attention"})) {
+    fwd += c.kernel == "attention_fwd" && c.shape.find(" 64-query tile") == std::string::npos;
+    rows64 += c.kernel == "attention_fwd" && c.shape.find(" 64-query tile") != std::string::npos;
+  }
+  std::printf("attention_fwd: %zu cases on the rule's tile, %zu forced to the 64-query tile\n", fwd, rows64);
+  EXPECT_GT(rows64, fwd / 2);  // every case of head_dim <= 64 (most of them)
+}
+
 TEST(CudaGateCases, EveryTileOfAGpt2StepIsGated) {
   const std::size_t N = 16 * 1024, D = 768, F = 4 * D, V = 50257;
   struct Layer {

@@ -166,21 +166,24 @@ struct Variant {
   int tile = 0;        // launch::gemm_tile_override (0: the rule)
   int ds_chunk = -1;   // OpKernels::attention_ds_chunk (-1: the budget's choice)
   int int8_impl = -1;  // int8_gemm_force (-1: the race's choice)
+  int attn_fwd_tile = 0;  // launch::attention_fwd_tile_override (0: the rule)
 };
 
 // Forces the variant's backend choice on the device kernel set for one scope
 // (a case that forces no tile leaves the override as it found it).
 struct Forced {
-  Forced(const Variant& v, OpKernels& k) : tile(v.tile), int8_impl(v.int8_impl) {
+  Forced(const Variant& v, OpKernels& k) : tile(v.tile), int8_impl(v.int8_impl), attn_fwd_tile(v.attn_fwd_tile) {
     k.attention_ds_chunk = v.ds_chunk;
     if (tile != 0) launch::gemm_tile_override(tile);
     if (int8_impl >= 0) int8_gemm_force(int8_impl);
+    if (attn_fwd_tile != 0) launch::attention_fwd_tile_override(attn_fwd_tile);
   }
   ~Forced() {
     if (tile != 0) launch::gemm_tile_override(0);
     if (int8_impl >= 0) int8_gemm_force(-1);
+    if (attn_fwd_tile != 0) launch::attention_fwd_tile_override(0);
   }
-  int tile, int8_impl;
+  int tile, int8_impl, attn_fwd_tile;
   Forced(const Forced&) = delete;
   Forced& operator=(const Forced&) = delete;
 };
@@ -220,6 +223,13 @@ std::vector<Variant> backend_variants(const typename Op::Config& c, bool backwar
     launch::AttentionShape s;
     s.key_block = c.key_block;
     s.head_dim = c.head_dim;
+    // The forward's 64-query kernel, where the rule picks the 128-query one.
+    if (!backward && launch::attention_fwd_tile(s) == 128) {
+      Variant rows64;
+      rows64.label = " 64-query tile";
+      rows64.attn_fwd_tile = 64;
+      v.push_back(rows64);
+    }
     if (backward && launch::attention_tiled(s)) {
       Variant recompute;
       recompute.label = " dS recomputed";
