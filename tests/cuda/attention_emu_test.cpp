@@ -1,7 +1,7 @@
 // The CUDA attention kernels (backend/cuda/attention.cu) run on the host by
 // the fiber emulator (cuda_host_emu.hpp), against cpu::OpKernels bit for bit:
 // the forward on each of its query tiles, the backward on each of its paths
-// (stored dS, in chunks, recomputed). No GPU: what this proves is the kernels'
+// (stored dS, in chunks, recomputed) and dk/dv loops (v5's, v4's). No GPU: what this proves is the kernels'
 // logic (tiling, masks, edges, barriers under shuffled thread orders); the
 // device's own runs are test_cuda_attention's (label gpu).
 #include <gtest/gtest.h>
@@ -164,6 +164,10 @@ TEST(CudaAttentionEmulated, BackwardPathsBitForBit) {
     const Case k(s);
     EXPECT_EQ(k.backward(k.s.batch), "") << name_of(s) << ", dS stored";
     EXPECT_EQ(k.backward(0), "") << name_of(s) << ", dS recomputed";
+    ll::attention_bwd_dkdv_v4_override(true);
+    EXPECT_EQ(k.backward(k.s.batch), "") << name_of(s) << ", dS stored, v4 dk/dv loop";
+    EXPECT_EQ(k.backward(0), "") << name_of(s) << ", dS recomputed, v4 dk/dv loop";
+    ll::attention_bwd_dkdv_v4_override(false);
     if (s.batch > 1) {
       EXPECT_EQ(k.backward(1), "") << name_of(s) << ", dS in chunks of 1";
     }

@@ -158,10 +158,22 @@ TEST(CudaAttention, Gpt2ShapeTimedAndBitIdentical) {
     ll::attention_fwd(sh, q, k, v, O64.data(), L64.data());
     ll::attention_fwd_tile_override(0);
   };
+  // The backward with v4's dk/dv loop (the stored-dS path).
+  lc::DeviceBuffer<float> G3;
+  G3.resize(N * ld);
+  lc::DeviceBuffer<float> S3;
+  S3.resize(ll::attention_bwd_scratch_floats(sh));
+  auto bwd_v4 = [&] {
+    ll::attention_bwd_dkdv_v4_override(true);
+    ll::attention_bwd(sh, q, k, v, O.data(), L.data(), DO.data(), G3.data(), G3.data() + D, G3.data() + 2 * D,
+                      S3.data(), S3.size());
+    ll::attention_bwd_dkdv_v4_override(false);
+  };
   fwd();
   bwd();
   bwd_recompute();
   fwd64();
+  bwd_v4();
   lc::synchronize("warm-up");
 
   cudaEvent_t e0, e1, e2;
@@ -169,7 +181,7 @@ TEST(CudaAttention, Gpt2ShapeTimedAndBitIdentical) {
   cudaEventCreate(&e1);
   cudaEventCreate(&e2);
   const int reps = 10;
-  double fwd_ms = 0, bwd_ms = 0, rec_ms = 0, fwd64_ms = 0;
+  double fwd_ms = 0, bwd_ms = 0, rec_ms = 0, fwd64_ms = 0, bwd_v4_ms = 0;
   for (int r = 0; r < reps; ++r) {
     cudaEventRecord(e0);
     fwd();
@@ -194,6 +206,12 @@ TEST(CudaAttention, Gpt2ShapeTimedAndBitIdentical) {
     cudaEventSynchronize(e2);
     cudaEventElapsedTime(&b, e1, e2);
     fwd64_ms += static_cast<double>(b) / reps;
+    cudaEventRecord(e1);
+    bwd_v4();
+    cudaEventRecord(e2);
+    cudaEventSynchronize(e2);
+    cudaEventElapsedTime(&b, e1, e2);
+    bwd_v4_ms += static_cast<double>(b) / reps;
   }
   lc::synchronize("timing");
   cudaEventDestroy(e0);
@@ -212,6 +230,7 @@ TEST(CudaAttention, Gpt2ShapeTimedAndBitIdentical) {
               fwd_ms + bwd_ms, rec_ms);
   std::printf("  fwd, %d-query tile (the rule): %.3f ms; 64-query tile: %.3f ms\n", ll::attention_fwd_tile(sh), fwd_ms,
               fwd64_ms);
+  std::printf("  bwd (stored dS), v5 dk/dv loop (the rule): %.3f ms; v4 dk/dv loop: %.3f ms\n", bwd_ms, bwd_v4_ms);
   std::printf("  stored-dS scratch: %.1f MB\n",
               static_cast<double>(ll::attention_bwd_scratch_floats(sh)) * sizeof(float) / 1e6);
   std::printf("  PyTorch flop_counter FLOPs: fwd %.2f G, bwd %.2f G -> %.1f / %.1f / %.1f TFLOP/s (fwd/bwd/all)\n",
@@ -238,5 +257,6 @@ TEST(CudaAttention, Gpt2ShapeTimedAndBitIdentical) {
   // The fused buffer's rows are q|k|v gradients whole (ld = 3·D): both paths
   // write every cell.
   EXPECT_EQ(lc::gate::first_difference("dq|dk|dv (dq recomputing dS)", gg, G2.download(), ld), "");
+  EXPECT_EQ(lc::gate::first_difference("dq|dk|dv (v4 dk/dv loop)", gg, G3.download(), ld), "");
   std::printf("  GPT-2 shape: o, lse, dq, dk, dv compared with cpu::OpKernels (%d threads)\n", cpu.threads);
 }

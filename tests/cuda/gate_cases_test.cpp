@@ -85,15 +85,18 @@ TEST(CudaGateCases, EveryModelOpIsGatedBothWays) {
 }
 
 TEST(CudaGateCases, AttentionBackwardPathsAreSwept) {
-  std::size_t recomputed = 0, chunked = 0;
+  std::size_t recomputed = 0, chunked = 0, v4_loop = 0;
   for (const auto& c : lc::gate::cases_of({"attention"})) {
     recomputed += c.kernel == "attention_bwd" && c.shape.find(" dS recomputed") != std::string::npos;
     chunked += c.kernel == "attention_bwd" && c.shape.find(" dS in chunks") != std::string::npos;
+    v4_loop += c.kernel == "attention_bwd" && c.shape.find(" dk dv v4 loop") != std::string::npos;
   }
-  std::printf("attention_bwd: %zu cases with the dS tiles recomputed, %zu in chunks of one batch element\n",
-              recomputed, chunked);
+  std::printf("attention_bwd: %zu cases with the dS tiles recomputed, %zu in chunks of one batch element, "
+              "%zu on v4's dk/dv loop\n",
+              recomputed, chunked, v4_loop);
   EXPECT_GT(recomputed, 0u);
   EXPECT_GT(chunked, 0u);
+  EXPECT_GT(v4_loop, 0u);
 }
 
 // The forward's two query tiles: the rule's 128 rows (head_dim <= 64) and,

@@ -801,7 +801,10 @@ std::size_t dkdv_smem_floats(int Dh) {
   return 4u * 64u * static_cast<unsigned>(ldr_of(Dh)) + 2u * 64u * kPad + 128u + 64u;  // + 64: DC = 8 over-read
 }
 
-template <int DC, bool V4, bool STORE>
+// FIXED (v5): a tile off the diagonal with 64 queries runs the accumulation
+// as a fixed 64-step loop unrolled by 4, the same chains in the same order
+// (queries ascending); other tiles, and every tile when !FIXED, v4's loop.
+template <int DC, bool V4, bool STORE, bool FIXED>
 __global__ void __launch_bounds__(kThreads, DC <= 4 ? 2 : 1) dkdv_tiled_kernel(Args a) {
   LS_SMEM(sm);
   const int Dh = a.Dh, T = a.T, ldr = ldr_of(Dh), ts = kTile * ldr;
@@ -872,6 +875,26 @@ __global__ void __launch_bounds__(kThreads, DC <= 4 ? 2 : 1) dkdv_tiled_kernel(A
       __syncthreads();
 
       // dk_j += dS_ij · q_i, dv_j += P_ij · dO_i, queries ascending (i >= j).
+      if (FIXED && !diag && nq == kTile) {
+        // A whole tile off the diagonal: a fixed 64-step loop, unrolled (the
+        // next steps' shared loads issue beside this step's fma).
+#pragma unroll 4
+        for (int qi = 0; qi < kTile; ++qi) {
+          float p[4], ds[4], qd[DC], od[DC];
+          unpack(ld4(Ps + qi * kPad + 4 * ty), p);
+          unpack(ld4(dSs + qi * kPad + 4 * ty), ds);
+          load_v<DC>(Qn + qi * ldr, tx, qd);
+          load_v<DC>(dOn + qi * ldr, tx, od);
+#pragma unroll
+          for (int r = 0; r < 4; ++r)
+#pragma unroll
+            for (int u = 0; u < DC; ++u) {
+              ak[r][u] = fma_rn(ds[r], qd[u], ak[r][u]);
+              av[r][u] = fma_rn(p[r], od[u], av[r][u]);
+            }
+        }
+        continue;
+      }
       const int first = diag ? 4 * ty : 0;
       for (int qi = first; qi < nq; ++qi) {
         float p[4], ds[4], qd[DC], od[DC];
@@ -1201,14 +1224,20 @@ void fwd_tiled(const Args& a) {
 
 // chunk > 0: the stored-dS path, batch elements in chunks of `chunk` (the dS
 // tiles of one chunk fill a.dsbuf); 0: dq recomputes s, P and dP.
-template <int DC, bool V4>
+bool dkdv_v4_forced = false;  // attention_bwd_dkdv_v4_override
+
+// FIXED: the dk/dv kernel's fixed, unrolled accumulation loop on whole tiles
+// off the diagonal (v5, float4 rows); false: v4's one loop for every tile.
+template <int DC, bool V4, bool FIXED>
 void bwd_tiled_v(Args a, int chunk) {
+  constexpr bool named_v4 = V4 && !FIXED;  // forced off the rule: its own trace path
   const unsigned tiles = static_cast<unsigned>((a.T + kTile - 1) / kTile);
   const int kv_bytes = static_cast<int>(dkdv_smem_floats(a.Dh) * sizeof(float));
   if (chunk == 0) {
-    auto* const kv_kernel = dkdv_tiled_kernel<DC, V4, false>;
+    auto* const kv_kernel = dkdv_tiled_kernel<DC, V4, false, FIXED>;
     auto* const q_kernel = dq_tiled_kernel<DC, V4>;
-    static const char* const kv_path = tiled_path("attention_bwd dk dv, recomputing dS", DC, V4);
+    static const char* const kv_path = tiled_path(
+        named_v4 ? "attention_bwd dk dv, recomputing dS, v4 loop" : "attention_bwd dk dv, recomputing dS", DC, V4);
     static const char* const q_path = tiled_path("attention_bwd dq, recomputing dS", DC, V4);
     LS_SET_SMEM(kv_kernel, kv_bytes);
     trace::launched(kv_path);
@@ -1222,14 +1251,17 @@ void bwd_tiled_v(Args a, int chunk) {
               q_bytes, a);
     return;
   }
-  auto* const kv_kernel = dkdv_tiled_kernel<DC, V4, true>;
+  auto* const kv_kernel = dkdv_tiled_kernel<DC, V4, true, FIXED>;
   auto* const q_kernel = dq_stored_kernel<DC, V4>;
   const int q_bytes = static_cast<int>(dq_stored_smem_floats(a.Dh) * sizeof(float));
   LS_SET_SMEM(kv_kernel, kv_bytes);
   LS_SET_SMEM(q_kernel, q_bytes);
   // A batch beyond the first chunk is its own path: the kernels offset by b0.
-  static const char* const kv_path[2] = {tiled_path("attention_bwd dk dv, storing dS", DC, V4),
-                                         tiled_path("attention_bwd dk dv, storing dS, later chunk", DC, V4)};
+  static const char* const kv_path[2] = {
+      tiled_path(named_v4 ? "attention_bwd dk dv, storing dS, v4 loop" : "attention_bwd dk dv, storing dS", DC, V4),
+      tiled_path(named_v4 ? "attention_bwd dk dv, storing dS, later chunk, v4 loop"
+                          : "attention_bwd dk dv, storing dS, later chunk",
+                 DC, V4)};
   static const char* const q_path[2] = {tiled_path("attention_bwd dq from stored dS", DC, V4),
                                         tiled_path("attention_bwd dq from stored dS, later chunk", DC, V4)};
   for (int b0 = 0; b0 < a.B; b0 += chunk) {
@@ -1246,8 +1278,10 @@ void bwd_tiled_v(Args a, int chunk) {
 
 template <int DC>
 void bwd_tiled(const Args& a, int chunk) {
-  if (rows_v4(a)) bwd_tiled_v<DC, true>(a, chunk);
-  else bwd_tiled_v<DC, false>(a, chunk);
+  // Scalar rows keep v4's loop (the fixed loop spills there at DC 4).
+  if (!rows_v4(a)) bwd_tiled_v<DC, false, false>(a, chunk);
+  else if (dkdv_v4_forced) bwd_tiled_v<DC, true, false>(a, chunk);
+  else bwd_tiled_v<DC, true, true>(a, chunk);
 }
 
 // Where the dS tiles start in the scratch: after D_i, 64-float aligned.
@@ -1267,6 +1301,8 @@ void attention_fwd_tile_override(int rows) {
     throw std::invalid_argument("attention_fwd_tile_override: rows must be 0, 64 or 128");
   fwd_tile_forced = rows;
 }
+
+void attention_bwd_dkdv_v4_override(bool on) { dkdv_v4_forced = on; }
 
 int attention_fwd_tile(const AttentionShape& s) {
   if (!attention_tiled(s)) return 0;

@@ -36,6 +36,13 @@ int attention_fwd_tile(const AttentionShape& s);
 // o, lse from q, k, v.
 void attention_fwd(const AttentionShape& s, const float* q, const float* k, const float* v, float* o, float* lse);
 
+// The backward's dk/dv kernel runs whole tiles off the diagonal in a fixed,
+// unrolled loop (v5, float4 rows; scalar rows keep v4's loop);
+// attention_bwd_dkdv_v4_override(true) runs v4's single
+// loop for every tile instead (false: the rule again; process-wide, tests and
+// gates only). Same bits either way.
+void attention_bwd_dkdv_v4_override(bool on);
+
 // Device scratch (floats) that attention_bwd uses for shape s: D_i
 // (batch·q_heads·seq floats) and, on the tiled kernels, the dS tiles of as
 // many batch elements as fit in max_ds_bytes (the stored-dS path: the dq
