@@ -2,7 +2,8 @@
 // kernels, bit for bit: the gate cases (clean and dirty-buffer passes), the
 // gate's teeth (the attention_drop_scale mutant is refused), the GPT-2 124M
 // shape whole (B 16, T 1024, H 12, Dh 64, fused q|k|v) compared cell for cell,
-// and its timing — the backward on both of its paths (stored dS, the default;
+// and its timing — the forward on both of its query tiles (128 rows, the rule
+// at Dh 64; 64 rows), the backward on both of its paths (stored dS, the default;
 // dq recomputing dS, when the scratch holds D_i only), which must agree bit
 // for bit.
 #include <gtest/gtest.h>
@@ -148,9 +149,31 @@ TEST(CudaAttention, Gpt2ShapeTimedAndBitIdentical) {
     ll::attention_bwd(sh, q, k, v, O.data(), L.data(), DO.data(), G2.data(), G2.data() + D, G2.data() + 2 * D,
                       S2.data(), S2.size());
   };
+  // The forward's 64-query kernel (the rule runs the 128-query one at Dh 64).
+  lc::DeviceBuffer<float> O64, L64;
+  O64.resize(N * D);
+  L64.resize(B * H * T);
+  auto fwd64 = [&] {
+    ll::attention_fwd_tile_override(64);
+    ll::attention_fwd(sh, q, k, v, O64.data(), L64.data());
+    ll::attention_fwd_tile_override(0);
+  };
+  // The backward with v4's dk/dv loop (the stored-dS path).
+  lc::DeviceBuffer<float> G3;
+  G3.resize(N * ld);
+  lc::DeviceBuffer<float> S3;
+  S3.resize(ll::attention_bwd_scratch_floats(sh));
+  auto bwd_v4 = [&] {
+    ll::attention_bwd_dkdv_v4_override(true);
+    ll::attention_bwd(sh, q, k, v, O.data(), L.data(), DO.data(), G3.data(), G3.data() + D, G3.data() + 2 * D,
+                      S3.data(), S3.size());
+    ll::attention_bwd_dkdv_v4_override(false);
+  };
   fwd();
   bwd();
   bwd_recompute();
+  fwd64();
+  bwd_v4();
   lc::synchronize("warm-up");
 
   cudaEvent_t e0, e1, e2;
@@ -158,7 +181,7 @@ TEST(CudaAttention, Gpt2ShapeTimedAndBitIdentical) {
   cudaEventCreate(&e1);
   cudaEventCreate(&e2);
   const int reps = 10;
-  double fwd_ms = 0, bwd_ms = 0, rec_ms = 0;
+  double fwd_ms = 0, bwd_ms = 0, rec_ms = 0, fwd64_ms = 0, bwd_v4_ms = 0;
   for (int r = 0; r < reps; ++r) {
     cudaEventRecord(e0);
     fwd();
@@ -177,6 +200,18 @@ TEST(CudaAttention, Gpt2ShapeTimedAndBitIdentical) {
     cudaEventSynchronize(e2);
     cudaEventElapsedTime(&b, e1, e2);
     rec_ms += static_cast<double>(b) / reps;
+    cudaEventRecord(e1);
+    fwd64();
+    cudaEventRecord(e2);
+    cudaEventSynchronize(e2);
+    cudaEventElapsedTime(&b, e1, e2);
+    fwd64_ms += static_cast<double>(b) / reps;
+    cudaEventRecord(e1);
+    bwd_v4();
+    cudaEventRecord(e2);
+    cudaEventSynchronize(e2);
+    cudaEventElapsedTime(&b, e1, e2);
+    bwd_v4_ms += static_cast<double>(b) / reps;
   }
   lc::synchronize("timing");
   cudaEventDestroy(e0);
@@ -193,6 +228,9 @@ TEST(CudaAttention, Gpt2ShapeTimedAndBitIdentical) {
   std::printf("attention B %zu T %zu H %zu Dh %zu (fused ld %zu), mean of %d:\n", B, T, H, Dh, ld, reps);
   std::printf("  fwd %.3f ms  bwd %.3f ms  fwd+bwd %.3f ms  (bwd, dq recomputing dS: %.3f ms)\n", fwd_ms, bwd_ms,
               fwd_ms + bwd_ms, rec_ms);
+  std::printf("  fwd, %d-query tile (the rule): %.3f ms; 64-query tile: %.3f ms\n", ll::attention_fwd_tile(sh), fwd_ms,
+              fwd64_ms);
+  std::printf("  bwd (stored dS), v5 dk/dv loop (the rule): %.3f ms; v4 dk/dv loop: %.3f ms\n", bwd_ms, bwd_v4_ms);
   std::printf("  stored-dS scratch: %.1f MB\n",
               static_cast<double>(ll::attention_bwd_scratch_floats(sh)) * sizeof(float) / 1e6);
   std::printf("  PyTorch flop_counter FLOPs: fwd %.2f G, bwd %.2f G -> %.1f / %.1f / %.1f TFLOP/s (fwd/bwd/all)\n",
@@ -208,6 +246,8 @@ TEST(CudaAttention, Gpt2ShapeTimedAndBitIdentical) {
                                   .o = o.data(), .lse = lse.data()});
   EXPECT_EQ(lc::gate::first_difference("o", o, O.download(), D), "");
   EXPECT_EQ(lc::gate::first_difference("lse", lse, L.download(), T), "");
+  EXPECT_EQ(lc::gate::first_difference("o (64-query tile)", o, O64.download(), D), "");
+  EXPECT_EQ(lc::gate::first_difference("lse (64-query tile)", lse, L64.download(), T), "");
   // The GPU backward ran on the GPU forward's o and lse; equal bits make it the same input.
   cpu.backward<ops::Attention>(c, {.q = x.data(), .ldq = ld, .k = x.data() + D, .v = x.data() + 2 * D, .ldkv = ld,
                                    .o = o.data(), .lse = lse.data(), .dout = dout.data(), .dq = g.data(),
@@ -217,5 +257,6 @@ TEST(CudaAttention, Gpt2ShapeTimedAndBitIdentical) {
   // The fused buffer's rows are q|k|v gradients whole (ld = 3·D): both paths
   // write every cell.
   EXPECT_EQ(lc::gate::first_difference("dq|dk|dv (dq recomputing dS)", gg, G2.download(), ld), "");
+  EXPECT_EQ(lc::gate::first_difference("dq|dk|dv (v4 dk/dv loop)", gg, G3.download(), ld), "");
   std::printf("  GPT-2 shape: o, lse, dq, dk, dv compared with cpu::OpKernels (%d threads)\n", cpu.threads);
 }

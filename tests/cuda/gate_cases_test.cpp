@@ -85,15 +85,30 @@ TEST(CudaGateCases, EveryModelOpIsGatedBothWays) {
 }
 
 TEST(CudaGateCases, AttentionBackwardPathsAreSwept) {
-  std::size_t recomputed = 0, chunked = 0;
+  std::size_t recomputed = 0, chunked = 0, v4_loop = 0;
   for (const auto& c : lc::gate::cases_of({"attention"})) {
     recomputed += c.kernel == "attention_bwd" && c.shape.find(" dS recomputed") != std::string::npos;
     chunked += c.kernel == "attention_bwd" && c.shape.find(" dS in chunks") != std::string::npos;
+    v4_loop += c.kernel == "attention_bwd" && c.shape.find(" dk dv v4 loop") != std::string::npos;
   }
-  std::printf("attention_bwd: %zu cases with the dS tiles recomputed, %zu in chunks of one batch element\n",
-              recomputed, chunked);
+  std::printf("attention_bwd: %zu cases with the dS tiles recomputed, %zu in chunks of one batch element, "
+              "%zu on v4's dk/dv loop\n",
+              recomputed, chunked, v4_loop);
   EXPECT_GT(recomputed, 0u);
   EXPECT_GT(chunked, 0u);
+  EXPECT_GT(v4_loop, 0u);
+}
+
+// The forward's two query tiles: the rule's 128 rows (head_dim <= 64) and,
+// forced on the same cases, the 64-row kernel.
+TEST(CudaGateCases, AttentionForwardTilesAreSwept) {
+  std::size_t fwd = 0, rows64 = 0;
+  for (const auto& c : lc::gate::cases_of({"attention"})) {
+    fwd += c.kernel == "attention_fwd" && c.shape.find(" 64-query tile") == std::string::npos;
+    rows64 += c.kernel == "attention_fwd" && c.shape.find(" 64-query tile") != std::string::npos;
+  }
+  std::printf("attention_fwd: %zu cases on the rule's tile, %zu forced to the 64-query tile\n", fwd, rows64);
+  EXPECT_GT(rows64, fwd / 2);  // every case of head_dim <= 64 (most of them)
 }
 
 TEST(CudaGateCases, EveryTileOfAGpt2StepIsGated) {

@@ -39,6 +39,7 @@
 #include <cstdint>
 #include <stdexcept>
 
+#include "lockstep/backend/cuda/cp_async.cuh"
 #include "lockstep/backend/cuda/device.hpp"
 #include "lockstep/backend/cuda/mutant.hpp"
 #include "lockstep/backend/cuda/trace_launch.hpp"
@@ -396,54 +397,63 @@ __device__ __forceinline__ void load_fwd_kv(float* Kt, float* Vn, int ldv, const
   }
 }
 
-// Qt [Dh][64] (transposed) from query rows (rows >= n: 0).
-template <int NV, bool V4>
+// Qt [Dh][W] (transposed; W = 64 or 128 query columns) from query rows
+// (rows >= n: 0). NV: float4s per thread (W·Dh/4 <= NV·256).
+template <int NV, bool V4, int W>
 __device__ __forceinline__ void load_t(float* Qt, const float* qs, i64 ld, int Dh, int n, int tid) {
   if constexpr (V4) {
-    const int total = kTile * (Dh >> 2);
+    const int total = W * (Dh >> 2);
     float4 qb[NV];
 #pragma unroll
     for (int u = 0; u < NV; ++u) {
-      const int f = tid + u * kThreads, c = f & 63, d4 = f >> 6;
+      const int f = tid + u * kThreads, c = f & (W - 1), d4 = f / W;
       qb[u] = zero4();
       if (f < total && c < n) qb[u] = ld4(qs + c * ld + 4 * d4);
     }
 #pragma unroll
     for (int u = 0; u < NV; ++u) {
-      const int f = tid + u * kThreads, c = f & 63, d4 = f >> 6;
+      const int f = tid + u * kThreads, c = f & (W - 1), d4 = f / W;
       if (f < total) {
-        Qt[(4 * d4) * kTile + c] = qb[u].x;
-        Qt[(4 * d4 + 1) * kTile + c] = qb[u].y;
-        Qt[(4 * d4 + 2) * kTile + c] = qb[u].z;
-        Qt[(4 * d4 + 3) * kTile + c] = qb[u].w;
+        Qt[(4 * d4) * W + c] = qb[u].x;
+        Qt[(4 * d4 + 1) * W + c] = qb[u].y;
+        Qt[(4 * d4 + 2) * W + c] = qb[u].z;
+        Qt[(4 * d4 + 3) * W + c] = qb[u].w;
       }
     }
   } else {
-    for (int e = tid; e < kTile * Dh; e += kThreads) {
-      const int c = e & 63, d = e >> 6;
-      Qt[d * kTile + c] = c < n ? qs[c * ld + d] : 0.0f;
+    for (int e = tid; e < W * Dh; e += kThreads) {
+      const int c = e & (W - 1), d = e / W;
+      Qt[d * W + c] = c < n ? qs[c * ld + d] : 0.0f;
     }
   }
 }
 
 // ===========================================================================
-// Tiled forward. CTA: (head, batch, query tile) = blockIdx (x, y, z), 256 threads (tx = tid % 16,
-// ty = tid / 16; a row's 16 score lanes are one half-warp).
-//   * scores: rows 4ty + a, keys 4tx + c, chains over d in registers;
+// Tiled forward. CTA: (head, batch, query tile) = blockIdx (x, y, z), 256
+// threads (tx = tid % 16, ty = tid / 16; a row's 16 score lanes are one
+// half-warp). A query tile is RH row halves of 64 (RH = 1: 64 queries, RH = 2:
+// 128); half hf holds rows i0 + 64·hf + 4ty + a of thread ty, so every thread
+// has rows in every half. Per key block of 64 (loaded once for all halves):
+//   * scores: rows 4ty + a of each half, keys 4tx + c, chains over d in registers;
 //   * the block max of a row: each lane folds its 4 keys in order, then the
 //     16 lanes' folds are joined in key order by a shuffle butterfly (the
 //     fold's join is associative, see BlockMax); every lane gets the row's m;
-//   * p = exp(s - m) in registers, to Pt [64 keys][64 rows] (XOR-swizzled
-//     float4 slots: conflict-free writes by key, reads by row);
+//   * p = exp(s - m) in registers, to the half's Pt [64 keys][64 rows]
+//     (XOR-swizzled float4 slots: conflict-free writes by key, reads by row);
 //   * l = l·alpha + p_j (keys ascending): one thread per row, beside p·V;
 //   * acc: rows 4ty + a, d = DC consecutive cells from DC·tx (DC <= 4) or
 //     4tx + {0..3} and 64 + 4tx + {0..3} (DC = 8); V rows as float4.
-// Shared: Qt [Dh][64], Kt [Dh][64] (transposed: float4 along rows/keys),
-// Vn [64][ldv] (ldv = Dh rounded up to 4), Pt [64][64], l, alpha, m [64].
+// A half walks key blocks 0 .. its diagonal block (RH·qt + hf) and skips the
+// others (its rows have no keys there: m, l, acc untouched, as in the spec,
+// whose rows walk only blocks j0 <= i); a half wholly past T does nothing.
+// Shared: Qt [Dh][64·RH], Kt [Dh][64] (transposed: float4 along rows/keys),
+// Vn [64][ldv] (ldv = Dh rounded up to 4), Pt RH × [64][64], l, alpha, m [64·RH].
 // ===========================================================================
 __host__ __device__ inline int ldv_of(int Dh) { return (Dh + 3) & ~3; }
-std::size_t fwd_smem_floats(int Dh) {
-  return 128u * Dh + 64u * static_cast<unsigned>(ldv_of(Dh)) + 64u * 64u + 3u * 64u;
+std::size_t fwd_smem_floats(int Dh, int RH) {
+  const unsigned rh = static_cast<unsigned>(RH);
+  return (64u * rh + 64u) * static_cast<unsigned>(Dh) + 64u * static_cast<unsigned>(ldv_of(Dh)) +
+         4096u * rh + 3u * 64u * rh;
 }
 
 // ops::max2's left fold over a key block, mb = s_0; mb = max2(mb, s_j), as a
@@ -492,163 +502,229 @@ __device__ __forceinline__ void load_v(const float* row, int tx, float (&vv)[DC]
 // Pt's float4 slot of rows 4·g .. 4·g + 3 at key c.
 __device__ __forceinline__ int pt_at(int c, int g) { return c * kTile + 4 * (g ^ ((c >> 2) & 15)); }
 
-template <int DC, bool V4>
-__global__ void __launch_bounds__(kThreads, DC <= 4 ? 3 : 1) fwd_tiled_kernel(Args a) {
+template <int DC, bool V4, int RH>
+__global__ void __launch_bounds__(kThreads, DC <= 4 ? 4 - RH : 1) fwd_tiled_kernel(Args a) {
   LS_SMEM(sm);
+  constexpr int W = kTile * RH;  // query rows of the tile
   const int Dh = a.Dh, T = a.T, ldv = ldv_of(Dh);
   float* Qt = sm;
-  float* Kt = Qt + Dh * kTile;
+  float* Kt = Qt + Dh * W;
   float* Vn = Kt + Dh * kTile;
-  float* Pt = Vn + kTile * ldv;
-  float* l_s = Pt + kTile * kTile;
-  float* al_s = l_s + kTile;
-  float* m_s = al_s + kTile;
+  float* Pt = Vn + kTile * ldv;  // half hf's at Pt + hf·4096
+  float* l_s = Pt + RH * kTile * kTile;
+  float* al_s = l_s + W;
+  float* m_s = al_s + W;
 
   const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4, half = tid & 16;
-  const int qb = static_cast<int>(gridDim.z) - 1 - static_cast<int>(blockIdx.z);  // long tiles first
+  const int qt = static_cast<int>(gridDim.z) - 1 - static_cast<int>(blockIdx.z);  // long tiles first
   const int h = blockIdx.x, b = blockIdx.y, g = h / a.rep;
-  const int i0 = qb * kTile;
+  const int i0 = qt * W;
+  // Key blocks up to the last row's (row min(i0 + W, T) - 1); half hf's
+  // diagonal block is RH·qt + hf.
+  const int last_row = (i0 + W < T ? i0 + W : T) - 1;
+  const int nkb = last_row / kTile + 1;
 
-  load_t<DC, V4>(Qt, qrow(a, b, i0, h), a.ldq, Dh, T - i0, tid);
+  load_t<RH * DC, V4, W>(Qt, qrow(a, b, i0, h), a.ldq, Dh, T - i0, tid);
 
-  float acc[4][DC], m[4];
+  float acc[RH][4][DC], m[RH][4];
 #pragma unroll
-  for (int r = 0; r < 4; ++r) {
-    m[r] = 0.0f;
+  for (int hf = 0; hf < RH; ++hf)
 #pragma unroll
-    for (int u = 0; u < DC; ++u) acc[r][u] = 0.0f;
-  }
+    for (int r = 0; r < 4; ++r) {
+      m[hf][r] = 0.0f;
+#pragma unroll
+      for (int u = 0; u < DC; ++u) acc[hf][r][u] = 0.0f;
+    }
 
-  for (int kb = 0; kb <= qb; ++kb) {
+  for (int kb = 0; kb < nkb; ++kb) {
     const int j0 = kb * kTile;
-    const bool diag = kb == qb;
+    // act: the half's rows walk this block (uniform over the CTA); diag: it is their diagonal block.
+    bool act[RH], diag[RH];
+#pragma unroll
+    for (int hf = 0; hf < RH; ++hf) {
+      act[hf] = kb <= RH * qt + hf && i0 + kTile * hf < T;
+      diag[hf] = kb == RH * qt + hf;
+    }
     __syncthreads();  // the previous block's readers of Kt, Vn, Pt are done
     load_fwd_kv<DC, V4>(Kt, Vn, ldv, a.k + kvoff(a, b, j0, g), a.v + kvoff(a, b, j0, g), a.ldkv, Dh, T - j0, tid);
     __syncthreads();
 
-    // Scores of the 4×4 patch: chains over d ascending.
-    float s[4][4];
+    // Scores of the 4×4 patches: chains over d ascending.
+    float s[RH][4][4];
 #pragma unroll
-    for (int r = 0; r < 4; ++r)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) s[r][c] = 0.0f;
-    for (int d = 0; d < Dh; ++d) {
-      float qa[4], ka[4];
-      unpack(ld4(Qt + d * kTile + 4 * ty), qa);
-      unpack(ld4(Kt + d * kTile + 4 * tx), ka);
+    for (int hf = 0; hf < RH; ++hf)
 #pragma unroll
       for (int r = 0; r < 4; ++r)
 #pragma unroll
-        for (int c = 0; c < 4; ++c) s[r][c] = fma_rn(qa[r], ka[c], s[r][c]);
+        for (int c = 0; c < 4; ++c) s[hf][r][c] = 0.0f;
+    for (int d = 0; d < Dh; ++d) {
+      float qa[RH][4], ka[4];
+#pragma unroll
+      for (int hf = 0; hf < RH; ++hf) unpack(ld4(Qt + d * W + kTile * hf + 4 * ty), qa[hf]);
+      unpack(ld4(Kt + d * kTile + 4 * tx), ka);
+#pragma unroll
+      for (int hf = 0; hf < RH; ++hf)
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) s[hf][r][c] = fma_rn(qa[hf][r], ka[c], s[hf][r][c]);
     }
 
-    // The block max of each row (keys j0 .. min(j0 + 63, i)), the new m, alpha.
-    float alpha[4];
+    // The block max of each row (keys j0 .. min(j0 + 63, i)), the new m, and
+    // alpha's exponent m_old - m_new (0 where no rescale happens).
+    float alpha[RH][4];
 #pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      BlockMax f{0, 0.0f};
+    for (int hf = 0; hf < RH; ++hf)
 #pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        s[r][c] = mul(canonical_nan(s[r][c]), a.sscale);
-        const int key = 4 * tx + c;
-        if (!diag || key <= 4 * ty + r) {
-          const bool closed = key == 0 || s[r][c] != s[r][c];
-          f = join(f, BlockMax{closed ? 2 : 1, s[r][c]});
+      for (int r = 0; r < 4; ++r) {
+        alpha[hf][r] = 0.0f;
+        if (!act[hf]) continue;
+        BlockMax f{0, 0.0f};
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          s[hf][r][c] = mul(canonical_nan(s[hf][r][c]), a.sscale);
+          const int key = 4 * tx + c;
+          if (!diag[hf] || key <= 4 * ty + r) {
+            const bool closed = key == 0 || s[hf][r][c] != s[hf][r][c];
+            f = join(f, BlockMax{closed ? 2 : 1, s[hf][r][c]});
+          }
+        }
+#pragma unroll
+        for (int off = 1; off < 16; off <<= 1) {
+          const BlockMax o{__shfl_xor_sync(0xffffffffu, f.kind, off), __shfl_xor_sync(0xffffffffu, f.v, off)};
+          f = (tx & off) ? join(o, f) : join(f, o);
+        }
+        const float mb = f.v;
+        if (kb == 0) {
+          m[hf][r] = mb;
+        } else {
+          const float mn = max2(m[hf][r], mb);
+          alpha[hf][r] = sub(m[hf][r], mn);  // the exponent; exp below, one row per lane
+          m[hf][r] = mn;
         }
       }
-#pragma unroll
-      for (int off = 1; off < 16; off <<= 1) {
-        const BlockMax o{__shfl_xor_sync(0xffffffffu, f.kind, off), __shfl_xor_sync(0xffffffffu, f.v, off)};
-        f = (tx & off) ? join(o, f) : join(f, o);
-      }
-      const float mb = f.v;
-      alpha[r] = 1.0f;
-      if (kb == 0) {
-        m[r] = mb;
-      } else {
-        const float mn = max2(m[r], mb);
-        alpha[r] = sub(m[r], mn);  // the exponent; exp below, one row per lane
-        m[r] = mn;
-      }
-    }
     if (kb > 0) {
-      // alpha_r = exp(m_old - m_new): lane tx computes row tx & 3, then shares.
-      const int mine = tx & 3;
-      const float x = mine == 0 ? alpha[0] : mine == 1 ? alpha[1] : mine == 2 ? alpha[2] : alpha[3];
+      // alpha = exp(m_old - m_new): lane tx computes row (tx >> 2) & (RH - 1), tx & 3 of
+      // its half-warp's 4·RH rows, then shares.
+      const int mine = tx & 3, mh = (tx >> 2) & (RH - 1);
+      float x = 0.0f;
+#pragma unroll
+      for (int hf = 0; hf < RH; ++hf)
+        if (hf == mh) x = mine == 0 ? alpha[hf][0] : mine == 1 ? alpha[hf][1] : mine == 2 ? alpha[hf][2] : alpha[hf][3];
       const float e = num::exp(x);
 #pragma unroll
-      for (int r = 0; r < 4; ++r) alpha[r] = __shfl_sync(0xffffffffu, e, half + r);
+      for (int hf = 0; hf < RH; ++hf)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) alpha[hf][r] = __shfl_sync(0xffffffffu, e, half + 4 * hf + r);
       if (tx == 0) {
 #pragma unroll
-        for (int r = 0; r < 4; ++r) al_s[4 * ty + r] = alpha[r];
+        for (int hf = 0; hf < RH; ++hf)
+          if (act[hf]) {
+#pragma unroll
+            for (int r = 0; r < 4; ++r) al_s[kTile * hf + 4 * ty + r] = alpha[hf][r];
+          }
       }
     }
 
     // p = exp(s - m) to Pt (cells past the causal edge: 0, never read).
 #pragma unroll
-    for (int c = 0; c < 4; ++c) {
-      const int key = 4 * tx + c;
-      float p[4];
+    for (int hf = 0; hf < RH; ++hf) {
+      if (!act[hf]) continue;
 #pragma unroll
-      for (int r = 0; r < 4; ++r) p[r] = (!diag || key <= 4 * ty + r) ? num::exp(sub(s[r][c], m[r])) : 0.0f;
-      st4(Pt + pt_at(key, ty), p[0], p[1], p[2], p[3]);
+      for (int c = 0; c < 4; ++c) {
+        const int key = 4 * tx + c;
+        float p[4];
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+          p[r] = (!diag[hf] || key <= 4 * ty + r) ? num::exp(sub(s[hf][r][c], m[hf][r])) : 0.0f;
+        st4(Pt + kTile * kTile * hf + pt_at(key, ty), p[0], p[1], p[2], p[3]);
+      }
     }
     __syncthreads();
 
     // l = l·alpha, then l = l + p_j in key order: a thread per row.
-    if (tid < kTile) {
-      const int r = tid;
-      const int n = diag ? r + 1 : kTile;
-      float l = kb == 0 ? 0.0f : mul(l_s[r], al_s[r]);
-      for (int c = 0; c < n; ++c) l = add(l, Pt[pt_at(c, r >> 2) + (r & 3)]);
-      l_s[r] = l;
+    if (tid < W) {
+      const int hf = tid / kTile, r = tid & (kTile - 1);
+      bool on = act[0], dg = diag[0];
+#pragma unroll
+      for (int x = 1; x < RH; ++x)
+        if (hf == x) {
+          on = act[x];
+          dg = diag[x];
+        }
+      if (on) {
+        const int n = dg ? r + 1 : kTile;
+        const float* P = Pt + kTile * kTile * hf;
+        float l = kb == 0 ? 0.0f : mul(l_s[tid], al_s[tid]);
+        for (int c = 0; c < n; ++c) l = add(l, P[pt_at(c, r >> 2) + (r & 3)]);
+        l_s[tid] = l;
+      }
     }
     // acc = acc · alpha, then acc = fma(p_j, v_jd, acc), keys ascending.
     if (kb > 0) {
 #pragma unroll
-      for (int r = 0; r < 4; ++r)
+      for (int hf = 0; hf < RH; ++hf)
+        if (act[hf]) {
 #pragma unroll
-        for (int u = 0; u < DC; ++u) acc[r][u] = mul(acc[r][u], alpha[r]);
+          for (int r = 0; r < 4; ++r)
+#pragma unroll
+            for (int u = 0; u < DC; ++u) acc[hf][r][u] = mul(acc[hf][r][u], alpha[hf][r]);
+        }
     }
-    const int last = diag ? 4 * ty + 3 : kTile - 1;
+    int last = -1;  // the last key any of this thread's rows takes
+#pragma unroll
+    for (int hf = 0; hf < RH; ++hf)
+      if (act[hf]) {
+        const int lh = diag[hf] ? 4 * ty + 3 : kTile - 1;
+        last = lh > last ? lh : last;
+      }
     for (int c = 0; c <= last; ++c) {
-      float p[4], vv[DC];
-      unpack(ld4(Pt + pt_at(c, ty)), p);
+      float vv[DC];
       load_v<DC>(Vn + c * ldv, tx, vv);
-      if (!diag || c <= 4 * ty) {
 #pragma unroll
-        for (int r = 0; r < 4; ++r)
+      for (int hf = 0; hf < RH; ++hf) {
+        if (!act[hf]) continue;
+        float p[4];
+        unpack(ld4(Pt + kTile * kTile * hf + pt_at(c, ty)), p);
+        if (!diag[hf] || c <= 4 * ty) {
 #pragma unroll
-          for (int u = 0; u < DC; ++u) acc[r][u] = fma_rn(p[r], vv[u], acc[r][u]);
-      } else {
+          for (int r = 0; r < 4; ++r)
 #pragma unroll
-        for (int r = 0; r < 4; ++r)
-          if (c <= 4 * ty + r) {
+            for (int u = 0; u < DC; ++u) acc[hf][r][u] = fma_rn(p[r], vv[u], acc[hf][r][u]);
+        } else {
 #pragma unroll
-            for (int u = 0; u < DC; ++u) acc[r][u] = fma_rn(p[r], vv[u], acc[r][u]);
-          }
+          for (int r = 0; r < 4; ++r)
+            if (c <= 4 * ty + r) {
+#pragma unroll
+              for (int u = 0; u < DC; ++u) acc[hf][r][u] = fma_rn(p[r], vv[u], acc[hf][r][u]);
+            }
+        }
       }
     }
   }
   if (tx == 0) {
 #pragma unroll
-    for (int r = 0; r < 4; ++r) m_s[4 * ty + r] = m[r];
+    for (int hf = 0; hf < RH; ++hf)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) m_s[kTile * hf + 4 * ty + r] = m[hf][r];
   }
   __syncthreads();
 
 #pragma unroll
-  for (int r = 0; r < 4; ++r) {
-    const int i = i0 + 4 * ty + r;
-    if (i >= T) continue;
-    const float l = l_s[4 * ty + r];
-    float* orow = a.out_o + ooff(a, b, i, h);
+  for (int hf = 0; hf < RH; ++hf)
 #pragma unroll
-    for (int u = 0; u < DC; ++u) {
-      const int d = d_of<DC>(tx, u);
-      if (d < Dh) orow[d] = dvd(acc[r][u], l);
+    for (int r = 0; r < 4; ++r) {
+      const int i = i0 + kTile * hf + 4 * ty + r;
+      if (i >= T) continue;
+      const float l = l_s[kTile * hf + 4 * ty + r];
+      float* orow = a.out_o + ooff(a, b, i, h);
+#pragma unroll
+      for (int u = 0; u < DC; ++u) {
+        const int d = d_of<DC>(tx, u);
+        if (d < Dh) orow[d] = dvd(acc[hf][r][u], l);
+      }
     }
-  }
-  if (tid < kTile && i0 + tid < T) a.out_lse[lseoff(a, b, h, i0 + tid)] = add(m_s[tid], num::log(l_s[tid]));
+  if (tid < W && i0 + tid < T) a.out_lse[lseoff(a, b, h, i0 + tid)] = add(m_s[tid], num::log(l_s[tid]));
 }
 
 // Row length of the row-major tiles of the backward: Dh rounded up to 4, + 4
@@ -725,7 +801,10 @@ std::size_t dkdv_smem_floats(int Dh) {
   return 4u * 64u * static_cast<unsigned>(ldr_of(Dh)) + 2u * 64u * kPad + 128u + 64u;  // + 64: DC = 8 over-read
 }
 
-template <int DC, bool V4, bool STORE>
+// FIXED (v5): a tile off the diagonal with 64 queries runs the accumulation
+// as a fixed 64-step loop unrolled by 4, the same chains in the same order
+// (queries ascending); other tiles, and every tile when !FIXED, v4's loop.
+template <int DC, bool V4, bool STORE, bool FIXED>
 __global__ void __launch_bounds__(kThreads, DC <= 4 ? 2 : 1) dkdv_tiled_kernel(Args a) {
   LS_SMEM(sm);
   const int Dh = a.Dh, T = a.T, ldr = ldr_of(Dh), ts = kTile * ldr;
@@ -796,6 +875,26 @@ __global__ void __launch_bounds__(kThreads, DC <= 4 ? 2 : 1) dkdv_tiled_kernel(A
       __syncthreads();
 
       // dk_j += dS_ij · q_i, dv_j += P_ij · dO_i, queries ascending (i >= j).
+      if (FIXED && !diag && nq == kTile) {
+        // A whole tile off the diagonal: a fixed 64-step loop, unrolled (the
+        // next steps' shared loads issue beside this step's fma).
+#pragma unroll 4
+        for (int qi = 0; qi < kTile; ++qi) {
+          float p[4], ds[4], qd[DC], od[DC];
+          unpack(ld4(Ps + qi * kPad + 4 * ty), p);
+          unpack(ld4(dSs + qi * kPad + 4 * ty), ds);
+          load_v<DC>(Qn + qi * ldr, tx, qd);
+          load_v<DC>(dOn + qi * ldr, tx, od);
+#pragma unroll
+          for (int r = 0; r < 4; ++r)
+#pragma unroll
+            for (int u = 0; u < DC; ++u) {
+              ak[r][u] = fma_rn(ds[r], qd[u], ak[r][u]);
+              av[r][u] = fma_rn(p[r], od[u], av[r][u]);
+            }
+        }
+        continue;
+      }
       const int first = diag ? 4 * ty : 0;
       for (int qi = first; qi < nq; ++qi) {
         float p[4], ds[4], qd[DC], od[DC];
@@ -957,15 +1056,6 @@ __global__ void __launch_bounds__(kThreads, DC <= 4 ? 2 : 1) dq_tiled_kernel(Arg
 __host__ __device__ inline int dq_stored_stage_floats(int Dh) { return kTile * ldr_of(Dh) + kTile * kPad; }
 std::size_t dq_stored_smem_floats(int Dh) { return 2u * static_cast<unsigned>(dq_stored_stage_floats(Dh)) + 64u; }
 
-// 16 bytes global -> shared, asynchronous; bytes = 0 writes zeros (src unread).
-__device__ __forceinline__ void cp_async16(float* dst, const float* src, bool in) {
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  const int bytes = in ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
-
 // Key block kb's K rows and dS^T tile into a stage (Kn at st, dSt after it).
 template <bool V4>
 __device__ __forceinline__ void dq_stored_fill(const Args& a, float* st, int b, int bz, int g, int h, int qb, int kb,
@@ -980,15 +1070,15 @@ __device__ __forceinline__ void dq_stored_fill(const Args& a, float* st, int b, 
     const int q4 = Dh >> 2, tk = kTile * q4;
     for (int f = tid; f < tk; f += kThreads) {
       const int r = f / q4, c = f - r * q4;
-      cp_async16(Kn + r * ldr + 4 * c, r < nk ? ks + r * a.ldkv + 4 * c : ks, r < nk);
+      detail::cp_async16_zfill(Kn + r * ldr + 4 * c, r < nk ? ks + r * a.ldkv + 4 * c : ks, r < nk);
     }
     // (dS rows past nk are never read; zero-filled like the K rows.)
 #pragma unroll
     for (int u = 0; u < kTile * kTile / 4 / kThreads; ++u) {
       const int f = tid + u * kThreads, r = f >> 4, c = f & 15;
-      cp_async16(dSt + r * kPad + 4 * c, r < nk ? ds + r * kTile + 4 * c : ds, r < nk);
+      detail::cp_async16_zfill(dSt + r * kPad + 4 * c, r < nk ? ds + r * kTile + 4 * c : ds, r < nk);
     }
-    cp_async_commit();
+    detail::cp_async_commit();
   } else {
     load_rows2<4, false>(Kn, ldr, ks, a.ldkv, Dh, dSt, kPad, ds, kTile, kTile, nk, tid);
   }
@@ -1014,7 +1104,7 @@ __global__ void __launch_bounds__(kThreads) dq_stored_kernel(Args a) {
   dq_stored_fill<V4>(a, sm, b, bz, g, h, qb, 0, tid);
   for (int kb = 0; kb <= qb; ++kb) {
     const bool diag = kb == qb;
-    if constexpr (V4) cp_async_wait_all();  // this thread's copies of block kb landed
+    if constexpr (V4) detail::cp_async_wait<0>();  // this thread's copies of block kb landed
     __syncthreads();  // everyone's copies of block kb landed; block kb - 1's readers are done
     if (!diag) dq_stored_fill<V4>(a, sm + ((kb + 1) & 1) * stage, b, bz, g, h, qb, kb + 1, tid);
     const float* Kn = sm + (kb & 1) * stage;
@@ -1106,29 +1196,48 @@ bool rows_v4(const Args& a) {
   return a.Dh % 4 == 0 && a.ldq % 4 == 0 && a.ldkv % 4 == 0 && al(a.q) && al(a.k) && al(a.v) && al(a.dout);
 }
 
-template <int DC>
-void fwd_tiled(const Args& a) {
-  const int bytes = static_cast<int>(fwd_smem_floats(a.Dh) * sizeof(float));
-  auto* const kernel = rows_v4(a) ? fwd_tiled_kernel<DC, true> : fwd_tiled_kernel<DC, false>;
-  static const char* const path[2] = {tiled_path("attention_fwd tiled", DC, false),
-                                      tiled_path("attention_fwd tiled", DC, true)};
+int fwd_tile_forced = 0;  // attention_fwd_tile_override (0: the rule)
+
+template <int DC, int RH>
+void fwd_tiled_rh(const Args& a) {
+  const int bytes = static_cast<int>(fwd_smem_floats(a.Dh, RH) * sizeof(float));
+  auto* const kernel = rows_v4(a) ? fwd_tiled_kernel<DC, true, RH> : fwd_tiled_kernel<DC, false, RH>;
+  static const char* const name = RH == 1 ? "attention_fwd tiled" : "attention_fwd tiled, 128 queries";
+  static const char* const path[2] = {tiled_path(name, DC, false), tiled_path(name, DC, true)};
   trace::launched(path[rows_v4(a) ? 1 : 0]);
   LS_SET_SMEM(kernel, bytes);
   const dim3 grid(static_cast<unsigned>(a.Hq), static_cast<unsigned>(a.B),
-                  static_cast<unsigned>((a.T + kTile - 1) / kTile));
+                  static_cast<unsigned>((a.T + kTile * RH - 1) / (kTile * RH)));
   LS_LAUNCH(kernel, grid, dim3(kThreads), bytes, a);
+}
+
+template <int DC>
+void fwd_tiled(const Args& a) {
+  if constexpr (DC <= 4) {
+    if (fwd_tile_forced != kTile) {
+      fwd_tiled_rh<DC, 2>(a);
+      return;
+    }
+  }
+  fwd_tiled_rh<DC, 1>(a);
 }
 
 // chunk > 0: the stored-dS path, batch elements in chunks of `chunk` (the dS
 // tiles of one chunk fill a.dsbuf); 0: dq recomputes s, P and dP.
-template <int DC, bool V4>
+bool dkdv_v4_forced = false;  // attention_bwd_dkdv_v4_override
+
+// FIXED: the dk/dv kernel's fixed, unrolled accumulation loop on whole tiles
+// off the diagonal (v5, float4 rows); false: v4's one loop for every tile.
+template <int DC, bool V4, bool FIXED>
 void bwd_tiled_v(Args a, int chunk) {
+  constexpr bool named_v4 = V4 && !FIXED;  // forced off the rule: its own trace path
   const unsigned tiles = static_cast<unsigned>((a.T + kTile - 1) / kTile);
   const int kv_bytes = static_cast<int>(dkdv_smem_floats(a.Dh) * sizeof(float));
   if (chunk == 0) {
-    auto* const kv_kernel = dkdv_tiled_kernel<DC, V4, false>;
+    auto* const kv_kernel = dkdv_tiled_kernel<DC, V4, false, FIXED>;
     auto* const q_kernel = dq_tiled_kernel<DC, V4>;
-    static const char* const kv_path = tiled_path("attention_bwd dk dv, recomputing dS", DC, V4);
+    static const char* const kv_path = tiled_path(
+        named_v4 ? "attention_bwd dk dv, recomputing dS, v4 loop" : "attention_bwd dk dv, recomputing dS", DC, V4);
     static const char* const q_path = tiled_path("attention_bwd dq, recomputing dS", DC, V4);
     LS_SET_SMEM(kv_kernel, kv_bytes);
     trace::launched(kv_path);
@@ -1142,14 +1251,17 @@ void bwd_tiled_v(Args a, int chunk) {
               q_bytes, a);
     return;
   }
-  auto* const kv_kernel = dkdv_tiled_kernel<DC, V4, true>;
+  auto* const kv_kernel = dkdv_tiled_kernel<DC, V4, true, FIXED>;
   auto* const q_kernel = dq_stored_kernel<DC, V4>;
   const int q_bytes = static_cast<int>(dq_stored_smem_floats(a.Dh) * sizeof(float));
   LS_SET_SMEM(kv_kernel, kv_bytes);
   LS_SET_SMEM(q_kernel, q_bytes);
   // A batch beyond the first chunk is its own path: the kernels offset by b0.
-  static const char* const kv_path[2] = {tiled_path("attention_bwd dk dv, storing dS", DC, V4),
-                                         tiled_path("attention_bwd dk dv, storing dS, later chunk", DC, V4)};
+  static const char* const kv_path[2] = {
+      tiled_path(named_v4 ? "attention_bwd dk dv, storing dS, v4 loop" : "attention_bwd dk dv, storing dS", DC, V4),
+      tiled_path(named_v4 ? "attention_bwd dk dv, storing dS, later chunk, v4 loop"
+                          : "attention_bwd dk dv, storing dS, later chunk",
+                 DC, V4)};
   static const char* const q_path[2] = {tiled_path("attention_bwd dq from stored dS", DC, V4),
                                         tiled_path("attention_bwd dq from stored dS, later chunk", DC, V4)};
   for (int b0 = 0; b0 < a.B; b0 += chunk) {
@@ -1166,8 +1278,10 @@ void bwd_tiled_v(Args a, int chunk) {
 
 template <int DC>
 void bwd_tiled(const Args& a, int chunk) {
-  if (rows_v4(a)) bwd_tiled_v<DC, true>(a, chunk);
-  else bwd_tiled_v<DC, false>(a, chunk);
+  // Scalar rows keep v4's loop (the fixed loop spills there at DC 4).
+  if (!rows_v4(a)) bwd_tiled_v<DC, false, false>(a, chunk);
+  else if (dkdv_v4_forced) bwd_tiled_v<DC, true, false>(a, chunk);
+  else bwd_tiled_v<DC, true, true>(a, chunk);
 }
 
 // Where the dS tiles start in the scratch: after D_i, 64-float aligned.
@@ -1181,6 +1295,19 @@ std::size_t ds_floats_per_batch(const AttentionShape& s) {
 }  // namespace
 
 bool attention_tiled(const AttentionShape& s) { return s.key_block == kTile && s.head_dim >= 1 && s.head_dim <= 128; }
+
+void attention_fwd_tile_override(int rows) {
+  if (rows != 0 && rows != kTile && rows != 2 * kTile)
+    throw std::invalid_argument("attention_fwd_tile_override: rows must be 0, 64 or 128");
+  fwd_tile_forced = rows;
+}
+
+void attention_bwd_dkdv_v4_override(bool on) { dkdv_v4_forced = on; }
+
+int attention_fwd_tile(const AttentionShape& s) {
+  if (!attention_tiled(s)) return 0;
+  return s.head_dim <= 64 && fwd_tile_forced != kTile ? 2 * kTile : kTile;
+}
 
 void attention_fwd(const AttentionShape& s, const float* q, const float* k, const float* v, float* o, float* lse) {
   Args a = args_of(s);

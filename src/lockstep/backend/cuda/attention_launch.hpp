@@ -24,8 +24,24 @@ struct AttentionShape {
 // compute the same canonical expression.
 bool attention_tiled(const AttentionShape& s);
 
+// The forward's query tile on the tiled kernels: 128 queries a CTA for
+// head_dim <= 64 (two 64-row halves over each 64-key block loaded once), else
+// 64. attention_fwd_tile_override(64) runs the 64-query kernel for every
+// shape, (0) or (128) the rule again (process-wide, like the GEMM's tile
+// override: tests and gates only). Both tiles give the same bits.
+void attention_fwd_tile_override(int rows);
+// The query tile attention_fwd runs for s now (0: the per-cell kernels).
+int attention_fwd_tile(const AttentionShape& s);
+
 // o, lse from q, k, v.
 void attention_fwd(const AttentionShape& s, const float* q, const float* k, const float* v, float* o, float* lse);
+
+// The backward's dk/dv kernel runs whole tiles off the diagonal in a fixed,
+// unrolled loop (v5, float4 rows; scalar rows keep v4's loop);
+// attention_bwd_dkdv_v4_override(true) runs v4's single
+// loop for every tile instead (false: the rule again; process-wide, tests and
+// gates only). Same bits either way.
+void attention_bwd_dkdv_v4_override(bool on);
 
 // Device scratch (floats) that attention_bwd uses for shape s: D_i
 // (batch·q_heads·seq floats) and, on the tiled kernels, the dS tiles of as

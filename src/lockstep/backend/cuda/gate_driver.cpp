@@ -166,21 +166,29 @@ struct Variant {
   int tile = 0;        // launch::gemm_tile_override (0: the rule)
   int ds_chunk = -1;   // OpKernels::attention_ds_chunk (-1: the budget's choice)
   int int8_impl = -1;  // int8_gemm_force (-1: the race's choice)
+  int attn_fwd_tile = 0;  // launch::attention_fwd_tile_override (0: the rule)
+  bool attn_dkdv_v4 = false;  // launch::attention_bwd_dkdv_v4_override
 };
 
 // Forces the variant's backend choice on the device kernel set for one scope
 // (a case that forces no tile leaves the override as it found it).
 struct Forced {
-  Forced(const Variant& v, OpKernels& k) : tile(v.tile), int8_impl(v.int8_impl) {
+  Forced(const Variant& v, OpKernels& k)
+      : tile(v.tile), int8_impl(v.int8_impl), attn_fwd_tile(v.attn_fwd_tile), attn_dkdv_v4(v.attn_dkdv_v4) {
     k.attention_ds_chunk = v.ds_chunk;
     if (tile != 0) launch::gemm_tile_override(tile);
     if (int8_impl >= 0) int8_gemm_force(int8_impl);
+    if (attn_fwd_tile != 0) launch::attention_fwd_tile_override(attn_fwd_tile);
+    if (attn_dkdv_v4) launch::attention_bwd_dkdv_v4_override(true);
   }
   ~Forced() {
     if (tile != 0) launch::gemm_tile_override(0);
     if (int8_impl >= 0) int8_gemm_force(-1);
+    if (attn_fwd_tile != 0) launch::attention_fwd_tile_override(0);
+    if (attn_dkdv_v4) launch::attention_bwd_dkdv_v4_override(false);
   }
-  int tile, int8_impl;
+  int tile, int8_impl, attn_fwd_tile;
+  bool attn_dkdv_v4;
   Forced(const Forced&) = delete;
   Forced& operator=(const Forced&) = delete;
 };
@@ -220,11 +228,25 @@ std::vector<Variant> backend_variants(const typename Op::Config& c, bool backwar
     launch::AttentionShape s;
     s.key_block = c.key_block;
     s.head_dim = c.head_dim;
+    // The forward's 64-query kernel, where the rule picks the 128-query one.
+    if (!backward && launch::attention_fwd_tile(s) == 128) {
+      Variant rows64;
+      rows64.label = " 64-query tile";
+      rows64.attn_fwd_tile = 64;
+      v.push_back(rows64);
+    }
     if (backward && launch::attention_tiled(s)) {
       Variant recompute;
       recompute.label = " dS recomputed";
       recompute.ds_chunk = 0;
       v.push_back(recompute);
+      // v4's dk/dv loop, where v5's fixed loop runs (whole tiles off the diagonal: T > 128).
+      if (c.seq > 128) {
+        Variant v4;
+        v4.label = " dk dv v4 loop";
+        v4.attn_dkdv_v4 = true;
+        v.push_back(v4);
+      }
       if (c.batch >= 2) {
         Variant chunked;
         chunked.label = " dS in chunks of 1 batch element";
