@@ -56,6 +56,9 @@
 // start and again before each batch (the machine may be shared); each line's
 // bound uses the best seen so far. The decode-only model's weight bytes are
 // its own count of what it holds (DecodeModelBytes::per_pass).
+// "cpu share": the process's CPU time during the timed decode passes over
+// their wall time x threads (below 100%: the cores were shared, or threads
+// waited for each other).
 // CUDA: a decode pass runs as a CUDA graph (docs/perf/DECODE_CUDA.md, "CUDA
 // graphs") unless LOCKSTEP_CUDA_GRAPHS=0; each batch's line says whether the
 // timed passes did ("CUDA graphs: used, R of T passes ran as a graph": the
@@ -75,6 +78,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <sys/resource.h>
 
 #include "list_arg.hpp"
 #include "lockstep/ad/rng.hpp"
@@ -95,6 +99,13 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+// The process's CPU time so far (user + system, all threads).
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  const auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec); };
+  return s(u.ru_utime) + s(u.ru_stime);
+}
 
 // STREAM-style copy bandwidth (bytes read + written per second), the best of `reps`.
 double host_copy_bandwidth(std::size_t bytes, int reps) {
@@ -339,8 +350,8 @@ int main(int argc, char** argv) try {
                static_cast<double>(b.embedding) / 1e6, static_cast<double>(b.norms) / 1e6);
   }
   fmt::print("copy bandwidth {:.2f} GB/s at the start (STREAM copy: 2 x bytes / time, best of 5)\n", bw / 1e9);
-  fmt::print("{:>5} {:>12} {:>12} {:>14} {:>14} {:>9}\n", "batch", "prefill t/s", "decode t/s", "bytes/token",
-             "bound t/s", "of bound");
+  fmt::print("{:>5} {:>12} {:>12} {:>14} {:>14} {:>9} {:>10}\n", "batch", "prefill t/s", "decode t/s", "bytes/token",
+             "bound t/s", "of bound", "cpu share");
   for (std::size_t B : parse_list(batches)) {
     const double bw_now = copy_bandwidth();
     bw = std::max(bw, bw_now);
@@ -365,6 +376,7 @@ int main(int argc, char** argv) try {
     const std::size_t replays0 = device == "cuda" ? lockstep::cuda::graph::stats().launches : 0;
 #endif
     t0 = Clock::now();
+    const double cpu0 = cpu_seconds();
     for (long t = 0; t < tokens; ++t) {
       const std::vector<float> l = s->decode(slots, next, threads);
       for (std::size_t b = 0; b < B; ++b)
@@ -373,6 +385,9 @@ int main(int argc, char** argv) try {
                                             (l.begin() + static_cast<std::ptrdiff_t>(b * vocab)));
     }
     const double decode_s = seconds_since(t0);
+    // The share of its threads' time the decode ran on a CPU: under 100% the
+    // machine was shared (other processes held the cores), or threads waited.
+    const double cpu_share = (cpu_seconds() - cpu0) / (decode_s * static_cast<double>(threads));
     std::string per_pass;  // CUDA: what one decode pass launches and waits for
 #if defined(LOCKSTEP_HAVE_CUDA)
     if (device == "cuda") {
@@ -393,9 +408,9 @@ int main(int argc, char** argv) try {
         (weights + static_cast<double>(B) * (embed_row + kv_per_pos * mean_len)) / static_cast<double>(B);
     const double rate = static_cast<double>(B) * static_cast<double>(tokens) / decode_s;
     const double bound = bw / per_token;
-    fmt::print("{:>5} {:>12.1f} {:>12.2f} {:>14.0f} {:>14.2f} {:>8.1f}%{}\n", B,
+    fmt::print("{:>5} {:>12.1f} {:>12.2f} {:>14.0f} {:>14.2f} {:>8.1f}% {:>9.1f}%{}\n", B,
                static_cast<double>(B) * static_cast<double>(prompt) / prefill_s, rate, per_token, bound,
-               100.0 * rate / bound, per_pass);
+               100.0 * rate / bound, 100.0 * cpu_share, per_pass);
     std::fflush(stdout);
 #if defined(LOCKSTEP_HAVE_CUDA)
     if (device == "cuda" && profile_passes > 0) {

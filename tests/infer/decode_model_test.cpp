@@ -149,13 +149,15 @@ TEST(DecodeModelBytes, TheCountIsTheFormulaAndWhatTheHeapHolds) {
     for (const auto& p : f32.params) f32_bytes += model::bytes_held(p);
   }
 
-  // The formula: 16 bytes per 64-code unit per row of a BitLinear, the head
-  // f16 in 64-column panels, norms f32; no embedding copy (the head's panels).
+  // The formula: a BitLinear's rows, rounded up to groups of 8, in 64 bytes
+  // per 256 codes (2 bits a code, whole chunks); the head f16 in 64-column
+  // panels; norms f32; no embedding copy (the head's panels).
   std::size_t ternary = 0, norms = 0;
   for (const model::ParamSpec& s : model::param_specs(cfg)) {
-    if (s.shape.size() == 1) norms += 4 * static_cast<std::size_t>(s.shape[0]);
+    const auto rows = static_cast<std::size_t>(s.shape[0]);
+    if (s.shape.size() == 1) norms += 4 * rows;
     else if (s.name != "model.embed_tokens.weight")
-      ternary += static_cast<std::size_t>(s.shape[0]) * 16 * ((static_cast<std::size_t>(s.shape[1]) + 63) / 64);
+      ternary += (rows + 7) / 8 * 8 * 64 * ((static_cast<std::size_t>(s.shape[1]) + 255) / 256);
   }
   const std::size_t V = static_cast<std::size_t>(cfg.vocab_size), D = static_cast<std::size_t>(cfg.d_model);
   const std::size_t head = (V + 63) / 64 * 64 * D * 2;
