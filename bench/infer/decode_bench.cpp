@@ -69,6 +69,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -99,6 +100,23 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+// The process's resident memory now and its peak so far (/proc/self/status: VmRSS, VmHWM).
+std::string resident_memory() {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr) return "unknown (no /proc/self/status)";
+  std::string now = "?", peak = "?";
+  char line[256];
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    const std::string l(line);
+    const auto mb = [&](std::size_t from) {
+      return fmt::format("{:.0f} MB", static_cast<double>(std::strtoull(l.c_str() + from, nullptr, 10)) / 1e3);
+    };
+    if (l.rfind("VmRSS:", 0) == 0) now = mb(6);
+    if (l.rfind("VmHWM:", 0) == 0) peak = mb(6);
+  }
+  std::fclose(f);
+  return now + " (peak so far " + peak + ")";
+}
 // The process's CPU time so far (user + system, all threads).
 double cpu_seconds() {
   rusage u{};
@@ -342,6 +360,7 @@ int main(int argc, char** argv) try {
 #endif
   fmt::print("decode_bench: {} on {} ({} threads){}\n", cfg.summary(), device, threads, graphs_setting);
   if (dm != nullptr) {
+    fmt::print("resident after loading: {}\n", resident_memory());
     const model::DecodeModelBytes b = dm->bytes();
     fmt::print("decode-only model: {:.1f} MB held (2-bit codes {:.1f}, head {:.1f}, other linear {:.1f}, embedding "
                "rows {:.1f}, norms {:.2f})\n",
@@ -411,6 +430,7 @@ int main(int argc, char** argv) try {
     fmt::print("{:>5} {:>12.1f} {:>12.2f} {:>14.0f} {:>14.2f} {:>8.1f}% {:>9.1f}%{}\n", B,
                static_cast<double>(B) * static_cast<double>(prompt) / prefill_s, rate, per_token, bound,
                100.0 * rate / bound, 100.0 * cpu_share, per_pass);
+    if (dm != nullptr) fmt::print("resident after batch {}: {}\n", B, resident_memory());
     std::fflush(stdout);
 #if defined(LOCKSTEP_HAVE_CUDA)
     if (device == "cuda" && profile_passes > 0) {
