@@ -376,7 +376,8 @@ int main(int argc, char** argv) try {
     bw = std::max(bw, bw_now);
     fmt::print("copy bandwidth {:.2f} GB/s before batch {} (the bound below: the best of the run, {:.2f} GB/s)\n",
                bw_now / 1e9, B, bw / 1e9);
-    auto s = m->decoder(B, 0);
+    // The cache of --ctx positions (cfg.max_seq; a file's model keeps the file's max_seq as its own).
+    auto s = m->decoder(B, static_cast<std::size_t>(cfg.max_seq));
     ad::Rng rng(B);
     std::vector<std::vector<std::int32_t>> prompts(B);
     for (auto& p : prompts)
