@@ -57,7 +57,11 @@ LoadedModel ModelSource::load() const {
   if (!tokenizer.empty())
     m.tokenizer = std::make_unique<tok::BpeTokenizer>(tok::load_hf_tokenizer_json(tokenizer));
   if (!model_file.empty()) {
-    load::LoadedModel loaded = load::load_model_file(model_file);
+    // On the CPU without an adapter: the decode-only model (model/decode_model.hpp:
+    // the weights once, as the decode kernels read them; the same logits bits).
+    const bool decode_only = device == "cpu" && adapter.empty();
+    load::LoadedModel loaded =
+        load::load_model_file(model_file, decode_only ? load::decode_load_options() : load::LoadOptions{});
     if (!m.tokenizer) {
       if (is_gguf(model_file)) {
         m.tokenizer = tok::load_gguf_tokenizer(model_file);
@@ -71,8 +75,11 @@ LoadedModel ModelSource::load() const {
         m.tokenizer = std::make_unique<tok::BpeTokenizer>(tok::load_hf_tokenizer_json(dir / "tokenizer.json"));
       }
     }
-    m.model = adapter.empty() ? load::make_loaded_model(std::move(loaded), device)
-                              : with_adapter(std::move(loaded), adapter, merge_adapter, device);
+    if (decode_only)
+      m.model = load::make_decode_model(std::move(loaded));
+    else
+      m.model = adapter.empty() ? load::make_loaded_model(std::move(loaded), device)
+                                : with_adapter(std::move(loaded), adapter, merge_adapter, device);
     return m;
   }
   train::LoadedCheckpoint ck = train::load_checkpoint(checkpoint, false);

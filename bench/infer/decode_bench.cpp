@@ -9,9 +9,14 @@
 //                [--model FILE] [--write-gguf FILE --type f32|f16|bf16|q8_0|i2_s]
 //
 // --model FILE: the model of a file (a GGUF, or a Hugging Face directory)
-// through lockstep's loader (load::load_model_file: the weights the file
-// holds, rounded types widened to f32, ternary ones as F32 masters) instead
-// of a synthetic one; the shape flags do not apply, --ctx does when given.
+// through lockstep's loader instead of a synthetic one; the shape flags do
+// not apply, --ctx does when given. On the CPU it runs the decode-only model
+// (load::make_decode_model, model/decode_model.hpp: each weight once as the
+// decode kernels read it, BitLinear's 2-bit codes and an F16 embedding kept
+// as the file holds them; the same logits bits), whose byte count it prints;
+// --training-model runs the training model instead (load::make_loaded_model:
+// rounded types widened to f32, ternary ones as F32 masters, gradients), as
+// --device cuda always does.
 // The same file runs in llama.cpp's llama-bench (bench/infer/cpu_baselines.sh).
 //
 // --write-gguf FILE: write the synthetic model (the shape flags or --preset)
@@ -47,7 +52,13 @@
 //   bytes per token = (weights + B·(embedding row + cache)) / B
 //   bound tokens/s  = copy bandwidth / bytes per token,
 // the copy bandwidth STREAM's (2·bytes / time of a memcpy of a buffer far
-// larger than the caches, the best of several), measured in this run.
+// larger than the caches, the best of several), measured in this run: at the
+// start and again before each batch (the machine may be shared); each line's
+// bound uses the best seen so far. The decode-only model's weight bytes are
+// its own count of what it holds (DecodeModelBytes::per_pass).
+// "cpu share": the process's CPU time during the timed decode passes over
+// their wall time x threads (below 100%: the cores were shared, or threads
+// waited for each other).
 // CUDA: a decode pass runs as a CUDA graph (docs/perf/DECODE_CUDA.md, "CUDA
 // graphs") unless LOCKSTEP_CUDA_GRAPHS=0; each batch's line says whether the
 // timed passes did ("CUDA graphs: used, R of T passes ran as a graph": the
@@ -58,6 +69,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -67,11 +79,13 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <sys/resource.h>
 
 #include "list_arg.hpp"
 #include "lockstep/ad/rng.hpp"
 #include "lockstep/io/gguf_tensor.hpp"
 #include "lockstep/load/model_file.hpp"
+#include "lockstep/model/decode_model.hpp"
 #include "lockstep/model/model.hpp"
 #include "lockstep/tensor/convert.hpp"
 #include "lockstep/util/parallel.hpp"
@@ -86,6 +100,30 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+// The process's resident memory now and its peak so far (/proc/self/status: VmRSS, VmHWM).
+std::string resident_memory() {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr) return "unknown (no /proc/self/status)";
+  std::string now = "?", peak = "?";
+  char line[256];
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    const std::string l(line);
+    const auto mb = [&](std::size_t from) {
+      return fmt::format("{:.0f} MB", static_cast<double>(std::strtoull(l.c_str() + from, nullptr, 10)) / 1e3);
+    };
+    if (l.rfind("VmRSS:", 0) == 0) now = mb(6);
+    if (l.rfind("VmHWM:", 0) == 0) peak = mb(6);
+  }
+  std::fclose(f);
+  return now + " (peak so far " + peak + ")";
+}
+// The process's CPU time so far (user + system, all threads).
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  const auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec); };
+  return s(u.ru_utime) + s(u.ru_stime);
+}
 
 // STREAM-style copy bandwidth (bytes read + written per second), the best of `reps`.
 double host_copy_bandwidth(std::size_t bytes, int reps) {
@@ -197,7 +235,7 @@ int main(int argc, char** argv) try {
   bool ctx_given = false, type_given = false;
   long prompt = 32, tokens = 32, profile_passes = 0;
   int threads = 0;
-  bool layers_given = false;
+  bool layers_given = false, training_model = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -222,6 +260,7 @@ int main(int argc, char** argv) try {
     else if (a == "--tokens") tokens = std::stol(next());
     else if (a == "--threads") threads = std::stoi(next());
     else if (a == "--profile") profile_passes = std::stol(next());
+    else if (a == "--training-model") training_model = true;
     else {
       std::fprintf(stderr, "decode_bench: unknown argument %s (see the comment at the top of decode_bench.cpp)\n",
                    a.c_str());
@@ -231,8 +270,12 @@ int main(int argc, char** argv) try {
   if (type_given && write_file.empty()) throw std::invalid_argument("--type applies to --write-gguf FILE only");
   if (!model_file.empty() && (!preset.empty() || !write_file.empty()))
     throw std::invalid_argument("--model runs a file's model: give it without --preset and --write-gguf");
+  if (training_model && model_file.empty()) throw std::invalid_argument("--training-model applies to --model FILE");
+  // The decode-only model: a file's model on the CPU.
+  const bool decode_only = !model_file.empty() && device == "cpu" && !training_model;
   std::optional<load::LoadedModel> loaded;
-  if (!model_file.empty()) loaded = load::load_model_file(model_file);
+  if (!model_file.empty())
+    loaded = load::load_model_file(model_file, decode_only ? load::decode_load_options() : load::LoadOptions{});
   model::ModelConfig cfg = model::preset(family == "bitnet" ? "bitnet-tiny" : "llama-tiny");
   if (loaded) {
     cfg = loaded->config;
@@ -270,7 +313,10 @@ int main(int argc, char** argv) try {
     // The loader's notes (one a tensor: "F16 read as F32 (exact)"): the first and how many.
     if (!loaded->notes.empty())
       fmt::print(stderr, "decode_bench: {} loader notes, the first: {}\n", loaded->notes.size(), loaded->notes.front());
-    m = load::make_loaded_model(std::move(*loaded), device);
+    if (decode_only)
+      m = load::make_decode_model(std::move(*loaded), threads);
+    else
+      m = load::make_loaded_model(std::move(*loaded), device);
   } else {
     m = model::make_model(cfg, device);
     if (preset.empty())
@@ -290,14 +336,18 @@ int main(int argc, char** argv) try {
     fmt::print("{}: {} ({})\n", write_file, cfg.summary(), write_type);
     return 0;
   }
-  const bool head_f16 = head_is_f16(cfg, std::as_const(*m).params());
+  const auto* dm = dynamic_cast<const model::DecodeModel*>(m.get());
+  const bool head_f16 = dm == nullptr && head_is_f16(cfg, std::as_const(*m).params());
 
-  const double bw = device == "cpu" ? host_copy_bandwidth(std::size_t{1} << 29, 5)
+  const auto copy_bandwidth = [&] {
+    return device == "cpu" ? host_copy_bandwidth(std::size_t{1} << 29, 5)
 #if defined(LOCKSTEP_HAVE_CUDA)
-                                    : device_copy_bandwidth(std::size_t{1} << 30, 10);
+                           : device_copy_bandwidth(std::size_t{1} << 30, 10);
 #else
-                                    : 0.0;
+                           : 0.0;
 #endif
+  };
+  double bw = copy_bandwidth();
   const double head_dim = static_cast<double>(cfg.head_dim);
   const double embed_row = 4.0 * static_cast<double>(d);
   const double kv_per_pos = 2.0 * static_cast<double>(layers) * static_cast<double>(kv) * head_dim * 4.0;
@@ -309,11 +359,25 @@ int main(int argc, char** argv) try {
                                             : "; CUDA graphs: off (LOCKSTEP_CUDA_GRAPHS=0)";
 #endif
   fmt::print("decode_bench: {} on {} ({} threads){}\n", cfg.summary(), device, threads, graphs_setting);
-  fmt::print("copy bandwidth {:.2f} GB/s (STREAM copy: 2 x bytes / time, best of the run)\n", bw / 1e9);
-  fmt::print("{:>5} {:>12} {:>12} {:>14} {:>14} {:>9}\n", "batch", "prefill t/s", "decode t/s", "bytes/token",
-             "bound t/s", "of bound");
+  if (dm != nullptr) {
+    fmt::print("resident after loading: {}\n", resident_memory());
+    const model::DecodeModelBytes b = dm->bytes();
+    fmt::print("decode-only model: {:.1f} MB held (2-bit codes {:.1f}, head {:.1f}, other linear {:.1f}, embedding "
+               "rows {:.1f}, norms {:.2f})\n",
+               static_cast<double>(b.total()) / 1e6, static_cast<double>(b.ternary) / 1e6,
+               static_cast<double>(b.head) / 1e6, static_cast<double>(b.linear) / 1e6,
+               static_cast<double>(b.embedding) / 1e6, static_cast<double>(b.norms) / 1e6);
+  }
+  fmt::print("copy bandwidth {:.2f} GB/s at the start (STREAM copy: 2 x bytes / time, best of 5)\n", bw / 1e9);
+  fmt::print("{:>5} {:>12} {:>12} {:>14} {:>14} {:>9} {:>10}\n", "batch", "prefill t/s", "decode t/s", "bytes/token",
+             "bound t/s", "of bound", "cpu share");
   for (std::size_t B : parse_list(batches)) {
-    auto s = m->decoder(B, 0);
+    const double bw_now = copy_bandwidth();
+    bw = std::max(bw, bw_now);
+    fmt::print("copy bandwidth {:.2f} GB/s before batch {} (the bound below: the best of the run, {:.2f} GB/s)\n",
+               bw_now / 1e9, B, bw / 1e9);
+    // The cache of --ctx positions (cfg.max_seq; a file's model keeps the file's max_seq as its own).
+    auto s = m->decoder(B, static_cast<std::size_t>(cfg.max_seq));
     ad::Rng rng(B);
     std::vector<std::vector<std::int32_t>> prompts(B);
     for (auto& p : prompts)
@@ -332,6 +396,7 @@ int main(int argc, char** argv) try {
     const std::size_t replays0 = device == "cuda" ? lockstep::cuda::graph::stats().launches : 0;
 #endif
     t0 = Clock::now();
+    const double cpu0 = cpu_seconds();
     for (long t = 0; t < tokens; ++t) {
       const std::vector<float> l = s->decode(slots, next, threads);
       for (std::size_t b = 0; b < B; ++b)
@@ -340,6 +405,9 @@ int main(int argc, char** argv) try {
                                             (l.begin() + static_cast<std::ptrdiff_t>(b * vocab)));
     }
     const double decode_s = seconds_since(t0);
+    // The share of its threads' time the decode ran on a CPU: under 100% the
+    // machine was shared (other processes held the cores), or threads waited.
+    const double cpu_share = (cpu_seconds() - cpu0) / (decode_s * static_cast<double>(threads));
     std::string per_pass;  // CUDA: what one decode pass launches and waits for
 #if defined(LOCKSTEP_HAVE_CUDA)
     if (device == "cuda") {
@@ -354,14 +422,16 @@ int main(int argc, char** argv) try {
     }
 #endif
     const double mean_len = static_cast<double>(prompt) + static_cast<double>(tokens) / 2.0;
-    const double weights = weight_bytes(cfg, std::as_const(*m).params(), device == "cuda", head_f16, B);
+    const double weights = dm != nullptr ? static_cast<double>(dm->bytes().per_pass())
+                                         : weight_bytes(cfg, std::as_const(*m).params(), device == "cuda", head_f16, B);
     const double per_token =
         (weights + static_cast<double>(B) * (embed_row + kv_per_pos * mean_len)) / static_cast<double>(B);
     const double rate = static_cast<double>(B) * static_cast<double>(tokens) / decode_s;
     const double bound = bw / per_token;
-    fmt::print("{:>5} {:>12.1f} {:>12.2f} {:>14.0f} {:>14.2f} {:>8.1f}%{}\n", B,
+    fmt::print("{:>5} {:>12.1f} {:>12.2f} {:>14.0f} {:>14.2f} {:>8.1f}% {:>9.1f}%{}\n", B,
                static_cast<double>(B) * static_cast<double>(prompt) / prefill_s, rate, per_token, bound,
-               100.0 * rate / bound, per_pass);
+               100.0 * rate / bound, 100.0 * cpu_share, per_pass);
+    if (dm != nullptr) fmt::print("resident after batch {}: {}\n", B, resident_memory());
     std::fflush(stdout);
 #if defined(LOCKSTEP_HAVE_CUDA)
     if (device == "cuda" && profile_passes > 0) {

@@ -2,6 +2,10 @@
 // machine's read bandwidth measured in the same run (docs/perf/DECODE_CPU.md).
 //
 //   decode_kernels_bench [--threads N] [--rows 1,8] [--reps R] [--vocab V]
+//                        [--prefetch B,...] [--ternary-only]
+//
+// --prefetch: the ternary VNNI kernel alone at each software prefetch
+// distance (bytes; 0: none), the distances interleaved call by call.
 //
 // For each kernel and row count: the best of R calls; GB/s = the weight bytes
 // the call reads / time (the activations are a few KB), and that as a share
@@ -69,7 +73,8 @@ using lockstep::bench::parse_list;
 
 int main(int argc, char** argv) {
   int threads = 0, reps = 5;
-  std::string rows_list = "1,8";
+  std::string rows_list = "1,8", prefetch_list;
+  bool ternary_only = false;
   std::size_t vocab = 128256;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -84,6 +89,8 @@ int main(int argc, char** argv) {
     else if (a == "--rows") rows_list = next();
     else if (a == "--reps") reps = std::stoi(next());
     else if (a == "--vocab") vocab = std::stoul(next());
+    else if (a == "--prefetch") prefetch_list = next();
+    else if (a == "--ternary-only") ternary_only = true;
     else {
       std::fprintf(stderr, "decode_kernels_bench: unknown argument %s (see the comment at the top)\n", a.c_str());
       return 2;
@@ -120,6 +127,27 @@ int main(int argc, char** argv) {
     // matrices do not fit in the caches either (one would: 1.6-4.4 MB).
     const cpu::TernaryMatrix t = cpu::pack_ternary(codes.data(), sh.M, sh.K, 0.05f, threads);
     const std::vector<cpu::TernaryMatrix> ts(std::max<std::size_t>(1, (std::size_t{256} << 20) / t.bytes()), t);
+    if (!prefetch_list.empty() && cpu::ternary::vnni_available()) {
+      // The VNNI path at each prefetch distance, the distances interleaved rep by rep (a shared
+      // machine's bandwidth moves from second to second: each distance sees the same moments).
+      const std::vector<std::size_t> pfs = parse_list(prefetch_list);
+      for (std::size_t n : rows) {
+        std::vector<double> best(pfs.size(), 1e30);
+        for (int r = 0; r < reps; ++r)
+          for (std::size_t i = 0; i < pfs.size(); ++i) {
+            cpu::ternary::set_prefetch_bytes(pfs[i]);
+            best[i] = std::min(best[i], best_seconds(1, [&] {
+              for (const cpu::TernaryMatrix& c : ts)
+                cpu::ternary::gemm(cpu::ternary::Path::vnni, c, xq.data(), n, step.data(), y.data(), threads);
+            }));
+          }
+        for (std::size_t i = 0; i < pfs.size(); ++i)
+          report(fmt::format("ternary vnni {} x{} prefetch {}", sh.name, ts.size(), pfs[i]), n,
+                 static_cast<double>(t.bytes() * ts.size()), best[i]);
+      }
+      cpu::ternary::set_prefetch_bytes(cpu::ternary::kDefaultPrefetchBytes);
+      continue;
+    }
     for (cpu::ternary::Path p : {cpu::ternary::Path::scalar, cpu::ternary::Path::vnni}) {
       if (p == cpu::ternary::Path::vnni && !cpu::ternary::vnni_available()) continue;
       for (std::size_t n : rows) {
@@ -132,6 +160,7 @@ int main(int argc, char** argv) {
     }
   }
 
+  if (ternary_only) return 0;
   // The head: values on the f16 grid (a tied F16 embedding).
   std::vector<float> head(vocab * D);
   util::parallel_for(head.size(), threads, 1 << 20, [&](std::size_t lo, std::size_t hi) {

@@ -38,12 +38,7 @@ void round_head_to_f16_grid(model::Model& m) {
 
 class Decode : public ::testing::TestWithParam<mt::NamedConfig> {
  protected:
-  void SetUp() override {  // split even micro shapes over threads
-    saved_ = cpu::min_parallel_work();
-    cpu::set_min_parallel_work(256);
-  }
-  void TearDown() override { cpu::set_min_parallel_work(saved_); }
-  std::size_t saved_ = 0;
+  SplitMicroShapes split_;
   std::unique_ptr<model::Model> model() const {
     auto m = model::make_cpu_model(GetParam().cfg);
     mt::randomize(m->params(), 0xdec0de, 0.2);

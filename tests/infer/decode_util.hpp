@@ -13,6 +13,7 @@
 
 #include "../model/model_test_util.hpp"
 #include "lockstep/ad/rng.hpp"
+#include "lockstep/backend/cpu/ops.hpp"
 #include "lockstep/model/model.hpp"
 
 namespace lockstep::model::testing {
@@ -30,6 +31,16 @@ inline std::string name_of(const ::testing::TestParamInfo<mt::NamedConfig>& i) {
   for (char c : i.param.name) s += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
   return s;
 }
+
+// For a test's lifetime, the CPU kernels split even micro shapes over threads
+// (cpu::min_parallel_work 256), so a 2-thread run really runs on 2.
+struct SplitMicroShapes {
+  SplitMicroShapes() : saved(cpu::min_parallel_work()) { cpu::set_min_parallel_work(256); }
+  ~SplitMicroShapes() { cpu::set_min_parallel_work(saved); }
+  SplitMicroShapes(const SplitMicroShapes&) = delete;
+  SplitMicroShapes& operator=(const SplitMicroShapes&) = delete;
+  std::size_t saved;
+};
 
 inline std::vector<std::int32_t> random_tokens(std::size_t n, std::int64_t vocab, std::uint64_t seed) {
   ad::Rng rng(seed);

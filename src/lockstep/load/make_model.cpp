@@ -24,4 +24,8 @@ std::unique_ptr<model::Model> make_loaded_model(LoadedModel loaded, const std::s
   return m;
 }
 
+std::unique_ptr<model::DecodeModel> make_decode_model(LoadedModel loaded, int threads) {
+  return model::make_cpu_decode_model(loaded.config, std::move(loaded.params), threads);
+}
+
 }  // namespace lockstep::load

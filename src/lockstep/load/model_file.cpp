@@ -411,11 +411,22 @@ LoadedModel load_gguf_with(const io::GgufFile& g,
     const std::vector<std::int64_t> shape(info.dims.rbegin(), info.dims.rend());
     if (shape != spec.shape)
       fail(g.source, fmt::format("tensor {} has shape {}, the config needs {}", *gname, shape_str(shape), shape_str(spec.shape)));
-    const tensor::Storage st = io::gguf_storage(info, data_of(info), g.source);
+    tensor::Storage st = io::gguf_storage(info, data_of(info), g.source);
     const std::int64_t heads = cfg.family == model::Family::Llama ? rope_heads(cfg, spec.name) : 0;
     if (st.dtype() == tensor::DType::ternary2) {
       if (!is_bitlinear(cfg, spec.name)) fail(g.source, "tensor " + *gname + " is I2_S, but it is not a BitLinear projection");
       out.params.push_back(ternary_param(spec, tensor::codes_of(st), st.scales()[0], opt, g.source, out.notes));
+      continue;
+    }
+    if (opt.keep_f16 && st.dtype() == tensor::DType::f16 && heads == 0 && !is_bitlinear(cfg, spec.name)) {
+      model::Param p;
+      p.name = spec.name;
+      p.shape = spec.shape;
+      p.decay = spec.decay;
+      p.dtype = tensor::DType::f16;
+      p.trainable = false;
+      p.frozen_value = std::move(st);
+      out.params.push_back(std::move(p));
       continue;
     }
     std::vector<float> v = tensor::to_f32(st);

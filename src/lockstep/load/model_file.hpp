@@ -34,6 +34,7 @@
 
 #include "lockstep/io/gguf.hpp"
 #include "lockstep/model/config.hpp"
+#include "lockstep/model/decode_model.hpp"
 #include "lockstep/model/model.hpp"
 
 namespace lockstep::load {
@@ -42,7 +43,14 @@ enum class TernaryAs { f32_master, ternary2 };
 
 struct LoadOptions {
   TernaryAs ternary = TernaryAs::f32_master;
+  // GGUF F16 tensors that need no rearranging (not llama's q/k rows, not
+  // BitNet projections) as frozen F16 parameters instead of widened to F32:
+  // for the decode-only model (make_decode_model), which holds them as f16.
+  bool keep_f16 = false;
 };
+// How the decode-only model wants a file: ternary weights as TERNARY2 (the
+// file's codes and scale), F16 kept F16.
+inline LoadOptions decode_load_options() { return {TernaryAs::ternary2, true}; }
 
 struct LoadedModel {
   model::ModelConfig config;
@@ -69,6 +77,14 @@ model::ModelConfig gguf_model_config(const io::GgufFile& file);
 // parameters only (the float models refuse others by name: load with
 // TernaryAs::f32_master).
 std::unique_ptr<model::Model> make_loaded_model(LoadedModel loaded, const std::string& device = "cpu");
+
+// The decode-only CPU model (model/decode_model.hpp) of a loaded model: each
+// weight held once as the CPU decode kernels read it (BitLinear's 2-bit
+// codes, the head's f16 panels, ...), no gradients. Load the file with
+// decode_load_options() for the compact forms (any LoadOptions work: F32
+// masters are quantized as the F32 model's decode quantizes them).
+// threads: for the packing (0: all).
+std::unique_ptr<model::DecodeModel> make_decode_model(LoadedModel loaded, int threads = 0);
 
 // Names: a lockstep/HF parameter name and its GGUF tensor name
 // ("model.layers.3.self_attn.q_proj.weight" <-> "blk.3.attn_q.weight").

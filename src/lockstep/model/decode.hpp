@@ -46,6 +46,7 @@
 #include "lockstep/model/transformer.hpp"
 #include "lockstep/ops/cached_attention.hpp"
 #include "lockstep/ops/quant.hpp"
+#include "lockstep/tensor/convert.hpp"
 
 namespace lockstep::model {
 
@@ -84,13 +85,35 @@ struct DecodeBackend<cpu::OpKernels> {
     cpu::FloatPanels f32;
     cpu::HalfPanels half;
   };
-  struct State {
+  // The packed weights, by the pointer the engine passes for the weight.
+  struct Weights {
     std::unordered_map<const float*, Packed> packed;
     std::unordered_map<const float*, cpu::TernaryMatrix> ternary;
+    // An untied token embedding held as f16 rows [V, D] (exact: f16 widens to f32).
+    std::unordered_map<const float*, std::vector<std::uint16_t>> half_rows;
+    std::size_t bytes() const;
   };
+  struct State : Weights {
+    // Set: the weights a decode-only model (model/decode_model.hpp) packed
+    // once, under the keys its engine passes; a weight it lacks is a bug, refused.
+    const Weights* held = nullptr;
+  };
+  // The packed form of the weight keyed `w` that a decode-only model holds.
+  template <class Map>
+  static const typename Map::mapped_type& held(const Map& map, const float* w, const char* what) {
+    auto it = map.find(w);
+    if (it == map.end())
+      throw std::logic_error(fmt::format("decode-only model: no {} form held for a weight its engine passed", what));
+    return it->second;
+  }
   static const Packed& packed(State& st, const float* w, std::size_t out, std::size_t in, int threads) {
+    if (st.held != nullptr) return held(st.held->packed, w, "packed linear");
     auto it = st.packed.find(w);
     if (it != st.packed.end()) return it->second;
+    return st.packed.emplace(w, pack_linear(w, out, in, threads)).first->second;
+  }
+  // A Linear's weights [out, in] in the form linear() reads (the decode-only model packs with this too).
+  static Packed pack_linear(const float* w, std::size_t out, std::size_t in, int threads) {
     Packed p;
     if (out < kPanelMinOut) {
       p.ldb = cpu::packed_ld(out);
@@ -99,13 +122,18 @@ struct DecodeBackend<cpu::OpKernels> {
     } else if (!cpu::pack_half(w, out, in, p.half, threads)) {
       p.f32 = cpu::pack_panels(w, out, in, threads);
     }
-    return st.packed.emplace(w, std::move(p)).first->second;
+    return p;
   }
   static const cpu::TernaryMatrix& ternary(State& st, const float* w, std::size_t out, std::size_t in, int threads) {
+    if (st.held != nullptr) return held(st.held->ternary, w, "ternary");
     auto it = st.ternary.find(w);
     if (it != st.ternary.end()) return it->second;
+    return st.ternary.emplace(w, pack_bitlinear(w, out, in, threads)).first->second;
+  }
+  // A BitLinear's F32 weights as the spec quantizes them (ops::quantize_ternary), packed.
+  static cpu::TernaryMatrix pack_bitlinear(const float* w, std::size_t out, std::size_t in, int threads) {
     const ops::TernaryCodes<float> t = ops::quantize_ternary(w, out * in);
-    return st.ternary.emplace(w, cpu::pack_ternary(t.q.data(), out, in, t.scale, threads)).first->second;
+    return cpu::pack_ternary(t.q.data(), out, in, t.scale, threads);
   }
   static void linear(cpu::OpKernels& k, State& st, const ops::Linear::Config& c, const ops::Linear::FwdArgs<float>& a) {
     const Packed& p = packed(st, a.w, c.out, c.in, k.threads);
@@ -127,6 +155,36 @@ struct DecodeBackend<cpu::OpKernels> {
         ops::quantize_rows(a.x, c.rows, c.in, static_cast<float>(ops::BitLinear::kActFloor));
     cpu::ternary_gemm(t, r.q.data(), c.rows, r.step.data(), a.y, k.threads);
   }
+  // The token embedding: K's kernel on f32 rows, except in a decode-only
+  // model, which reads a tied embedding from the head's column panels and an
+  // untied one from f16 rows where it holds them so (the same values: f16
+  // widens exactly; a row is copied as the spec copies it).
+  static void embedding(cpu::OpKernels& k, State& st, const ops::Embedding::Config& c,
+                        const ops::Embedding::FwdArgs<float>& a) {
+    if (st.held != nullptr) {
+      if (auto it = st.held->packed.find(a.wte); it != st.held->packed.end() && it->second.b.empty()) {
+        const Packed& p = it->second;
+        for (std::size_t n = 0; n < c.tokens; ++n) {
+          const std::size_t v = ops::Embedding::row_of(c, a.ids[n]);
+          const std::size_t at = (v / cpu::HalfPanels::kWidth) * c.dim * cpu::HalfPanels::kWidth + v % cpu::HalfPanels::kWidth;
+          float* y = a.y + n * c.dim;
+          if (p.half.rows != 0)
+            for (std::size_t d = 0; d < c.dim; ++d) y[d] = tensor::f16_to_f32(p.half.w[at + d * cpu::HalfPanels::kWidth]);
+          else
+            for (std::size_t d = 0; d < c.dim; ++d) y[d] = p.f32.w[at + d * cpu::FloatPanels::kWidth];
+        }
+        return;
+      }
+      if (auto it = st.held->half_rows.find(a.wte); it != st.held->half_rows.end()) {
+        for (std::size_t n = 0; n < c.tokens; ++n) {
+          const std::uint16_t* row = it->second.data() + ops::Embedding::row_of(c, a.ids[n]) * c.dim;
+          for (std::size_t d = 0; d < c.dim; ++d) a.y[n * c.dim + d] = tensor::f16_to_f32(row[d]);
+        }
+        return;
+      }
+    }
+    k.run(c, a);
+  }
   static void store_rows(cpu::OpKernels&, const float* src, std::size_t ld, std::size_t rows, std::size_t width,
                          float* dst) {
     cpu::store_rows(src, ld, rows, width, dst);
@@ -136,6 +194,15 @@ struct DecodeBackend<cpu::OpKernels> {
     cpu::cached_attention(c, a, k.threads);
   }
 };
+
+inline std::size_t DecodeBackend<cpu::OpKernels>::Weights::bytes() const {
+  std::size_t n = 0;
+  for (const auto& [w, p] : packed) n += p.b.capacity() * sizeof(float) + p.f32.w.capacity() * sizeof(float) +
+                                        p.half.w.capacity() * sizeof(std::uint16_t);
+  for (const auto& [w, t] : ternary) n += t.words.capacity() * sizeof(std::uint32_t);
+  for (const auto& [w, r] : half_rows) n += r.capacity() * sizeof(std::uint16_t);
+  return n;
+}
 
 // A run of one sequence's rows in a pass: slot, the position of its first
 // row, the number of rows.
@@ -327,6 +394,16 @@ class DecodeKernels : public ad::KeyedKernels<DecodeKernels<K>, float> {
       inner_.run(c, a);
     }
   }
+  // ... the token embedding where the backend reads it from its own form ...
+  void run(const ops::Embedding::Config& c, const ops::Embedding::FwdArgs<float>& a) {
+    if (replaying()) return;
+    settle();
+    codes_of_ = nullptr;
+    if constexpr (requires { Backend::embedding(inner_, state_, c, a); })
+      Backend::embedding(inner_, state_, c, a);
+    else
+      inner_.run(c, a);
+  }
   // ... and these three forwards, whose rows the segments place.
   void run(const ops::Rope::Config& c, const ops::Rope::FwdArgs<float>& a) {
     if (replaying()) return;
@@ -434,6 +511,8 @@ class DecodeKernels : public ad::KeyedKernels<DecodeKernels<K>, float> {
 
   std::size_t slots() const { return slots_; }
   std::size_t context() const { return ctx_; }
+  // What the backend keeps for the session (a decode-only model points it at its weights).
+  typename Backend::State& backend_state() { return state_; }
 
  private:
   // A backend whose RoPE and cache writes take the rows' positions from its
@@ -562,6 +641,7 @@ class DecodeSession final : public Decoder {
         len_(slots, 0),
         before_pass_(std::move(before_pass)) {}
 
+  DecodeKernels<K>& decode_kernels() { return dk_; }
   std::size_t slots() const override { return dk_.slots(); }
   std::size_t context() const override { return dk_.context(); }
   std::size_t length(std::size_t slot) const override { return len_.at(check_slot(slot)); }

@@ -6,15 +6,16 @@
 // on any x86-64; whether the VNNI path may run is decided from cpuid
 // (int8::probe_machine).
 //
-// VNNI layout. A zmm load of 16 consecutive words of a row (a "chunk": 256
-// codes, 64 bytes) holds word 16c + L in lane L; (v >> 2j) & 0x03030303 puts
+// VNNI layout. A zmm load of a row's chunk c (16 words: 256 codes, 64 bytes;
+// the header's grouped layout puts a group's 8 rows' chunk c side by side)
+// holds word 16c + L in lane L; (v >> 2j) & 0x03030303 puts
 // the field of code 256c + 16L + 4j + i in byte i of lane L. vpdpbusd adds
 // Σ_i u.byte[4L + i] · s.byte[4L + i] into lane L, so the activation codes go
 // in the matching order: per row and chunk four 64-byte vectors X_j with
 // X_j[4L + i] = x[256c + 16L + 4j + i] (0 past K), built once a call (the
-// activations are a few rows; the weights are the bytes that count). A last
-// chunk of fewer than 16 words is loaded under a lane mask: its missing
-// lanes are 0 and add nothing.
+// activations are a few rows; the weights are the bytes that count). The
+// words past a row's 4·units hold code 0 and meet activation codes 0: they
+// add nothing.
 #include "lockstep/backend/cpu/ternary_gemm.hpp"
 
 #include <fmt/format.h>
@@ -40,8 +41,11 @@ namespace {
 
 Mutant g_mutant = Mutant::none;
 
-constexpr std::size_t kChunkWords = 16;  // one zmm of words: 256 codes
-constexpr std::size_t kPrefetchBytes = 8192, kShortRowBytes = 1024;  // vnni_block's software prefetch
+constexpr std::size_t kChunkWords = TernaryMatrix::kChunkWords;  // one zmm of words: 256 codes
+constexpr std::size_t kGroupRows = TernaryMatrix::kGroupRows;
+// vnni_block's software prefetch distance along a thread's stream of words (0: none).
+std::size_t g_prefetch_bytes = kDefaultPrefetchBytes;
+std::size_t prefetch_bytes() { return g_prefetch_bytes; }
 
 // Σ_k xq[n, k], exact (|Σ| <= 127·131071).
 std::int32_t code_sum(const std::int8_t* x, std::size_t K) {
@@ -61,9 +65,8 @@ void scalar_rows(const TernaryMatrix& w, const std::int8_t* xq, std::size_t N, c
     std::memcpy(xw.data(), pad.data(), pad.size());
     const std::int32_t xsum = g_mutant == Mutant::scalar_no_offset_correction ? 0 : code_sum(xq + n * K, K);
     for (std::size_t m = m0; m < m1; ++m) {
-      const std::uint32_t* row = w.words.data() + m * W;
       std::int32_t acc = 0;
-      for (std::size_t g = 0; g < W; ++g) acc += ternary_word_dot(row[g], xw.data() + 4 * g);
+      for (std::size_t g = 0; g < W; ++g) acc += ternary_word_dot(w.words[w.word_index(m, g)], xw.data() + 4 * g);
       y[n * w.rows + m] = ops::BitLinear::epilogue(acc - xsum, step[n], w.scale);
     }
   }
@@ -102,43 +105,36 @@ LOCKSTEP_VNNI_TARGET inline std::int32_t lane_sum(__m512i v) {
   return _mm512_cvtsi512_si32(v);
 }
 
-// RM weight rows from `rows` (W words apart) against RN permuted activation
-// rows from `xp` (chunks·256 bytes apart): acc[n][r] = Σ field · x, then the
-// correction and the epilogue into y[n·ldy + r]. Every accumulator loop is
+// RM weight rows of a group (`rows`: row r's chunk c at rows + c·8·16 + r·16
+// words) against RN permuted activation rows from `xp` (chunks·256 bytes
+// apart): acc[n][r] = Σ field · x, then the correction and the epilogue into
+// y[n·ldy + r] for the `valid` rows r that exist. Every accumulator loop is
 // unrolled so that the arrays stay in registers.
 template <std::size_t RM, std::size_t RN>
-LOCKSTEP_VNNI_TARGET void vnni_block(const std::uint32_t* rows, std::size_t W, const std::int8_t* xp,
-                                     std::size_t chunks, const std::int32_t* xsum, const float* step, float scale,
-                                     float* y, std::size_t ldy, bool drop_last) {
+LOCKSTEP_VNNI_TARGET void vnni_block(const std::uint32_t* rows, const std::int8_t* xp, std::size_t chunks,
+                                     const std::int32_t* xsum, const float* step, float scale, float* y,
+                                     std::size_t ldy, std::size_t valid, bool drop_last) {
   const __m512i fields = _mm512_set1_epi32(0x03030303);
   // The maskz form of the shift: GCC 12's plain one trips -Wmaybe-uninitialized (_mm512_undefined_epi32).
   const auto all = static_cast<__mmask16>(0xFFFF);
-  const std::size_t full = W / kChunkWords, rest = W % kChunkWords;
+  constexpr std::size_t kChunkStride = kGroupRows * kChunkWords;
   const std::size_t xstride = chunks * 256;
-  // Rows shorter than kShortRowBytes (K < 4096) are streams too short for the
-  // hardware prefetchers to lock on: prefetch kPrefetchBytes ahead; longer ones
-  // ran slower with it (docs/perf/DECODE_CPU.md).
-  const std::size_t pf = W * sizeof(std::uint32_t) < kShortRowBytes ? kPrefetchBytes : 0;
+  const std::size_t pf = prefetch_bytes();
   __m512i acc[RN][RM];
 #pragma GCC unroll 8
   for (std::size_t n = 0; n < RN; ++n)
 #pragma GCC unroll 8
     for (std::size_t r = 0; r < RM; ++r) acc[n][r] = _mm512_setzero_si512();
-  // The last chunk may be partial (the lanes past the row's words load as 0);
-  // the mutant leaves it out.
-  const std::size_t total = full + (rest != 0 ? 1 : 0);
-  const std::size_t count = drop_last && total > 0 ? total - 1 : total;
-  const auto tail = static_cast<__mmask16>(rest != 0 ? (1u << rest) - 1u : 0xFFFFu);
+  // The mutant leaves the last chunk out.
+  const std::size_t count = drop_last && chunks > 0 ? chunks - 1 : chunks;
   for (std::size_t c = 0; c < count; ++c) {
-    const __mmask16 lanes = c < full ? static_cast<__mmask16>(0xFFFF) : tail;
+    const std::uint32_t* at = rows + c * kChunkStride;
     __m512i wv[RM];
 #pragma GCC unroll 8
     for (std::size_t r = 0; r < RM; ++r) {
-      wv[r] = _mm512_maskz_loadu_epi32(lanes, rows + r * W + c * kChunkWords);
-      // Ahead of each row's chunk (pf bytes: a thread's rows are contiguous, so
-      // these are the words it reads next). A prefetch past the matrix is
-      // harmless: it never faults; pf = 0 re-touches the line just loaded.
-      _mm_prefetch(reinterpret_cast<const char*>(rows + r * W + c * kChunkWords) + pf, _MM_HINT_T0);
+      wv[r] = _mm512_loadu_si512(at + r * kChunkWords);
+      // Ahead on the thread's stream; a prefetch past the matrix never faults.
+      if (pf != 0) _mm_prefetch(reinterpret_cast<const char*>(at + r * kChunkWords) + pf, _MM_HINT_T0);
     }
 #pragma GCC unroll 4
     for (unsigned j = 0; j < 4; ++j) {
@@ -157,46 +153,48 @@ LOCKSTEP_VNNI_TARGET void vnni_block(const std::uint32_t* rows, std::size_t W, c
   for (std::size_t n = 0; n < RN; ++n)
 #pragma GCC unroll 8
     for (std::size_t r = 0; r < RM; ++r)
-      y[n * ldy + r] = ops::BitLinear::epilogue(lane_sum(acc[n][r]) - xsum[n], step[n], scale);
+      if (r < valid) y[n * ldy + r] = ops::BitLinear::epilogue(lane_sum(acc[n][r]) - xsum[n], step[n], scale);
 }
 
-// Rows [m0, m1) of y for all N rows: blocks of RM weight rows (8 for one
-// activation row, else 4) against groups of up to 4 activation rows; a block's
-// words (4·RM·units·4 bytes) stay in L1 while the groups pass over them, so
-// each weight comes from memory once a call.
+// Group g of the weights against RN activation rows: one block of all 8 rows
+// for one activation row, two of 4 rows for more (the accumulators of 4
+// activation rows x 8 weight rows would not fit the registers).
 template <std::size_t RN>
-void vnni_group(std::size_t& m, std::size_t m1, const TernaryMatrix& w, const std::int8_t* xp, std::size_t chunks,
-                const std::int32_t* xsum, const float* step, float* y, bool drop) {
-  constexpr std::size_t RM = RN == 1 ? 8 : 4;
-  const std::size_t W = 4 * w.units;
-  for (; m + RM <= m1; m += RM)
-    vnni_block<RM, RN>(w.words.data() + m * W, W, xp, chunks, xsum, step, w.scale, y + m, w.rows, drop);
-  for (; m < m1; ++m)
-    vnni_block<1, RN>(w.words.data() + m * W, W, xp, chunks, xsum, step, w.scale, y + m, w.rows, drop);
+void vnni_group(const TernaryMatrix& w, std::size_t g, const std::int8_t* xp, const std::int32_t* xsum,
+                const float* step, float* y, bool drop) {
+  const std::size_t m = g * kGroupRows, valid = std::min(kGroupRows, w.rows - m);
+  const std::uint32_t* rows = w.words.data() + g * w.group_words();
+  if constexpr (RN == 1) {
+    vnni_block<kGroupRows, 1>(rows, xp, w.chunks, xsum, step, w.scale, y + m, w.rows, valid, drop);
+  } else {
+    constexpr std::size_t half = kGroupRows / 2;
+    vnni_block<half, RN>(rows, xp, w.chunks, xsum, step, w.scale, y + m, w.rows, std::min(half, valid), drop);
+    if (valid > half)
+      vnni_block<half, RN>(rows + half * kChunkWords, xp, w.chunks, xsum, step, w.scale, y + m + half, w.rows,
+                           valid - half, drop);
+  }
 }
 
-void vnni_rows(const TernaryMatrix& w, const std::vector<std::int8_t>& xp, std::size_t chunks,
-               const std::vector<std::int32_t>& xsum, std::size_t N, const float* step, float* y, std::size_t m0,
-               std::size_t m1) {
+// Groups [g0, g1) of y's rows for all N rows: blocks of groups small enough
+// that their words stay in L1 while the groups of up to 4 activation rows
+// pass over them, so each weight comes from memory once a call.
+void vnni_rows(const TernaryMatrix& w, const std::vector<std::int8_t>& xp, const std::vector<std::int32_t>& xsum,
+               std::size_t N, const float* step, float* y, std::size_t g0, std::size_t g1) {
   const bool drop = g_mutant == Mutant::vnni_tail_chunk_dropped;
-  // Blocks of output rows small enough that their words stay in L1 for every
-  // group of activation rows, a multiple of 8 rows (the register blocks: a
-  // ragged block would run its last rows one at a time).
-  const std::size_t block = std::max<std::size_t>(8, (16 * 1024) / (16 * std::max<std::size_t>(1, w.units)) / 8 * 8);
-  for (std::size_t b0 = m0; b0 < m1; b0 += block) {
-    const std::size_t b1 = std::min(m1, b0 + block);
+  const std::size_t block = std::max<std::size_t>(1, (16 * 1024) / (w.group_words() * sizeof(std::uint32_t)));
+  for (std::size_t b0 = g0; b0 < g1; b0 += block) {
+    const std::size_t b1 = std::min(g1, b0 + block);
     for (std::size_t n0 = 0; n0 < N; n0 += 4) {
       const std::size_t rn = std::min<std::size_t>(4, N - n0);
-      const std::int8_t* x = xp.data() + n0 * chunks * 256;
+      const std::int8_t* x = xp.data() + n0 * w.chunks * 256;
       const std::int32_t* s = xsum.data() + n0;
       float* yn = y + n0 * w.rows;
-      std::size_t m = b0;
-      switch (rn) {
-        case 1: vnni_group<1>(m, b1, w, x, chunks, s, step + n0, yn, drop); break;
-        case 2: vnni_group<2>(m, b1, w, x, chunks, s, step + n0, yn, drop); break;
-        case 3: vnni_group<3>(m, b1, w, x, chunks, s, step + n0, yn, drop); break;
-        default: vnni_group<4>(m, b1, w, x, chunks, s, step + n0, yn, drop); break;
-      }
+      for (std::size_t g = b0; g < b1; ++g) switch (rn) {
+          case 1: vnni_group<1>(w, g, x, s, step + n0, yn, drop); break;
+          case 2: vnni_group<2>(w, g, x, s, step + n0, yn, drop); break;
+          case 3: vnni_group<3>(w, g, x, s, step + n0, yn, drop); break;
+          default: vnni_group<4>(w, g, x, s, step + n0, yn, drop); break;
+        }
     }
   }
 }
@@ -217,6 +215,7 @@ bool vnni_available() {
 Path chosen_path() { return vnni_available() ? Path::vnni : Path::scalar; }
 
 void set_mutant(Mutant m) { g_mutant = m; }
+void set_prefetch_bytes(std::size_t bytes) { g_prefetch_bytes = bytes; }
 
 void gemm(Path path, const TernaryMatrix& w, const std::int8_t* xq, std::size_t N, const float* step, float* y,
           int threads) {
@@ -234,12 +233,12 @@ void gemm(Path path, const TernaryMatrix& w, const std::int8_t* xq, std::size_t 
     return;
   }
 #if defined(LOCKSTEP_TERNARY_X86)
-  const std::size_t chunks = (4 * w.units + kChunkWords - 1) / kChunkWords;
-  const std::vector<std::int8_t> xp = permute_codes(xq, N, w.cols, chunks);
+  const std::vector<std::int8_t> xp = permute_codes(xq, N, w.cols, w.chunks);
   std::vector<std::int32_t> xsum(N);
   for (std::size_t n = 0; n < N; ++n) xsum[n] = code_sum(xq + n * w.cols, w.cols);
-  util::parallel_for(w.rows, threads, grain,
-                     [&](std::size_t lo, std::size_t hi) { vnni_rows(w, xp, chunks, xsum, N, step, y, lo, hi); });
+  // Threads split whole groups: each reads one run of words from start to end.
+  util::parallel_for(w.groups(), threads, std::max<std::size_t>(1, grain / kGroupRows),
+                     [&](std::size_t lo, std::size_t hi) { vnni_rows(w, xp, xsum, N, step, y, lo, hi); });
 #endif
 }
 
@@ -251,18 +250,20 @@ TernaryMatrix pack_ternary(const std::int8_t* codes, std::size_t M, std::size_t 
   t.cols = K;
   t.units = ternary_units(K);
   t.scale = scale;
-  const std::size_t W = 4 * t.units;
-  t.words.resize(M * W);
+  t.chunks = (4 * t.units + TernaryMatrix::kChunkWords - 1) / TernaryMatrix::kChunkWords;
+  const std::size_t W = t.chunks * TernaryMatrix::kChunkWords;  // the row's words, those past 4·units code 0
+  t.words.resize(t.groups() * t.group_words());
   for (std::size_t i = 0; i < M * K; ++i)
     if (codes[i] < -1 || codes[i] > 1)
       throw std::invalid_argument(fmt::format("pack_ternary: code {} at row {}, column {} is not in {{-1, 0, 1}}",
                                               static_cast<int>(codes[i]), i / K, i % K));
-  util::parallel_for(M, threads, std::size_t{64}, [&](std::size_t lo, std::size_t hi) {
+  const std::size_t padded = t.groups() * TernaryMatrix::kGroupRows;  // rows past M: code 0
+  util::parallel_for(padded, threads, std::size_t{64}, [&](std::size_t lo, std::size_t hi) {
     for (std::size_t m = lo; m < hi; ++m)
       for (std::size_t g = 0; g < W; ++g) {
         const std::size_t k0 = 16 * g;
-        const int n = k0 >= K ? 0 : static_cast<int>(std::min<std::size_t>(16, K - k0));
-        t.words[m * W + g] = ternary_word(codes + m * K + (n > 0 ? k0 : 0), n);
+        const int n = m >= M || k0 >= K ? 0 : static_cast<int>(std::min<std::size_t>(16, K - k0));
+        t.words[t.word_index(m, g)] = ternary_word(n > 0 ? codes + m * K + k0 : codes, n);
       }
   });
   return t;

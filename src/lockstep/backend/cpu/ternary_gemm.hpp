@@ -29,12 +29,27 @@
 
 namespace lockstep::cpu {
 
-// A BitLinear weight [M, K] as 2-bit codes: row m's words at words[m · 4·units].
+// A BitLinear weight [M, K] as 2-bit codes, in groups of kGroupRows rows
+// interleaved chunk by chunk, so that a pass reads each thread's rows as one
+// sequential stream (8 rows side by side were 8 short streams, too many and
+// too short for the hardware prefetchers: docs/perf/DECODE_CPU.md):
+//   a row is `chunks` chunks of 16 words (256 codes; the words past
+//   4·units hold code 0), the rows padded to whole groups with code-0 rows;
+//   word g of row m at word_index(m, g): group m / 8, then chunk g / 16, then
+//   row m % 8, then g % 16 — a group is [chunks][8 rows][16 words].
 struct TernaryMatrix {
+  static constexpr std::size_t kGroupRows = 8, kChunkWords = 16;
   std::size_t rows = 0, cols = 0, units = 0;  // M, K, ternary_units(K)
-  std::vector<std::uint32_t> words;           // [M, 4·units]
+  std::size_t chunks = 0;                     // ceil(4·units / 16): 256-code chunks a row
+  std::vector<std::uint32_t> words;           // [ceil(M / 8)][chunks][8][16]
   float scale = 0.0f;                         // the weights' absmean (ops::quantize_ternary)
   std::size_t bytes() const { return words.size() * sizeof(std::uint32_t); }
+  std::size_t groups() const { return (rows + kGroupRows - 1) / kGroupRows; }
+  std::size_t group_words() const { return chunks * kGroupRows * kChunkWords; }
+  std::size_t word_index(std::size_t m, std::size_t g) const {
+    return (m / kGroupRows) * group_words() + (g / kChunkWords) * kGroupRows * kChunkWords +
+           (m % kGroupRows) * kChunkWords + g % kChunkWords;
+  }
 };
 
 // codes [M, K] in {-1, 0, 1} (ops::quantize_ternary's q) to the words; throws
@@ -60,6 +75,11 @@ void gemm(Path path, const TernaryMatrix& w, const std::int8_t* xq, std::size_t 
           int threads);
 
 // Known bugs for the tests to see fail (tests/cpu/ternary_gemm_test.cpp); never set otherwise.
+// The VNNI path's software prefetch distance ahead on a thread's stream of
+// words (0: none), for the benchmark's sweep; the bits do not depend on it.
+inline constexpr std::size_t kDefaultPrefetchBytes = 8192;
+void set_prefetch_bytes(std::size_t bytes);
+
 enum class Mutant { none, vnni_tail_chunk_dropped, scalar_no_offset_correction };
 void set_mutant(Mutant m);
 
