@@ -32,6 +32,7 @@ struct KeySpan {
   std::size_t n = 0;
   const float* data() const { return p; }
   std::size_t size() const { return n; }
+  bool empty() const { return n == 0; }
 };
 struct HeldParam {
   std::string name;
