@@ -502,25 +502,6 @@ __device__ __forceinline__ void load_v(const float* row, int tx, float (&vv)[DC]
 // Pt's float4 slot of rows 4·g .. 4·g + 3 at key c.
 __device__ __forceinline__ int pt_at(int c, int g) { return c * kTile + 4 * (g ^ ((c >> 2) & 15)); }
 
-// The scores of halves H0 .. RH - 1 of the thread's 4×4 patches (rows 4ty + r
-// of each half, keys 4tx + c): chains over d ascending from s's values.
-template <int RH, int H0, int W>
-__device__ __forceinline__ void fwd_scores(const float* Qt, const float* Kt, int Dh, int tx, int ty,
-                                           float (&s)[RH][4][4]) {
-  for (int d = 0; d < Dh; ++d) {
-    float qa[RH][4], ka[4];
-#pragma unroll
-    for (int hf = H0; hf < RH; ++hf) unpack(ld4(Qt + d * W + kTile * hf + 4 * ty), qa[hf]);
-    unpack(ld4(Kt + d * kTile + 4 * tx), ka);
-#pragma unroll
-    for (int hf = H0; hf < RH; ++hf)
-#pragma unroll
-      for (int r = 0; r < 4; ++r)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) s[hf][r][c] = fma_rn(qa[hf][r], ka[c], s[hf][r][c]);
-  }
-}
-
 template <int DC, bool V4, int RH>
 __global__ void __launch_bounds__(kThreads, DC <= 4 ? 4 - RH : 1) fwd_tiled_kernel(Args a) {
   LS_SMEM(sm);
@@ -576,9 +557,18 @@ __global__ void __launch_bounds__(kThreads, DC <= 4 ? 4 - RH : 1) fwd_tiled_kern
       for (int r = 0; r < 4; ++r)
 #pragma unroll
         for (int c = 0; c < 4; ++c) s[hf][r][c] = 0.0f;
-    // (Half 0 skips the block after its diagonal: only the later halves' scores.)
-    if (RH > 1 && !act[0]) fwd_scores<RH, RH - 1, W>(Qt, Kt, Dh, tx, ty, s);
-    else fwd_scores<RH, 0, W>(Qt, Kt, Dh, tx, ty, s);
+    for (int d = 0; d < Dh; ++d) {
+      float qa[RH][4], ka[4];
+#pragma unroll
+      for (int hf = 0; hf < RH; ++hf) unpack(ld4(Qt + d * W + kTile * hf + 4 * ty), qa[hf]);
+      unpack(ld4(Kt + d * kTile + 4 * tx), ka);
+#pragma unroll
+      for (int hf = 0; hf < RH; ++hf)
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) s[hf][r][c] = fma_rn(qa[hf][r], ka[c], s[hf][r][c]);
+    }
 
     // The block max of each row (keys j0 .. min(j0 + 63, i)), the new m, and
     // alpha's exponent m_old - m_new (0 where no rescale happens).
