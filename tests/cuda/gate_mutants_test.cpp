@@ -28,11 +28,13 @@
 #include "lockstep/backend/cuda/gemm_launch.hpp"
 #include "lockstep/backend/cuda/mutant.hpp"
 #include "lockstep/backend/cuda/probe.hpp"
+#include "mutant_gates.hpp"
 
 namespace {
 
 namespace lc = lockstep::cuda;
 using lc::Mutant;
+using lockstep::test::family_cases;
 
 const std::vector<Mutant>& all_mutants() {
   static const std::vector<Mutant> m = {
@@ -48,33 +50,6 @@ const std::vector<Mutant>& all_mutants() {
   return m;
 }
 
-// Which family's gates would run the mutated kernel.
-std::vector<lc::gate::Case> family_cases(Mutant m) {
-  switch (m) {
-    case Mutant::gemm_assign_not_accumulate:
-    case Mutant::gemm_no_bounds_guard:
-    case Mutant::gemm_skip_last_column:
-    case Mutant::gemm_missing_barrier: return lc::gate::cases_of({"linear", "bitlinear"});
-    case Mutant::attention_drop_scale: return lc::gate::cases_of({"attention"});
-    case Mutant::residual_flush_negative_zero: return lc::gate::cases_of({"residual"});
-    case Mutant::layernorm_fused_mul_add: return lc::gate::cases_of({"layernorm"});
-    case Mutant::adamw_decay_every_tensor:
-    case Mutant::clip_without_epsilon:
-    case Mutant::clip_scales_up: return lc::gate::train_cases();
-    case Mutant::int8_dp4a_int16_accumulator:
-    case Mutant::int8_imma_k_tail_dropped:
-    case Mutant::int8_imma_last_column_skipped: return lc::gate::cases_of({"int8_gemm"});
-    case Mutant::unit_attention_weights_round_down: return lc::gate::cases_of({"unit_attention"});
-    case Mutant::rmsnorm_rows_blocked_lanes: return lc::gate::cases_of({"rmsnorm"});
-    case Mutant::row_quantize_first_warp_max: return lc::gate::cases_of({"row_quantize_i8", "int8_linear"});
-    case Mutant::col_quant_last_chunk_dropped:
-    case Mutant::col_quant_sums_in_pairs: return lc::gate::cases_of({"col_quant"});
-    case Mutant::lora_scale_add_fused: return lc::gate::cases_of({"lora"});
-    case Mutant::norm_quantize_stale_row: return lc::gate::cases_of({"rmsnorm_quantize_i8"});
-    case Mutant::none: return lc::gate::all_cases();
-  }
-  return {};
-}
 
 // Sets a mutant for one scope; back to none on the way out (also on failure).
 struct ScopedMutant {

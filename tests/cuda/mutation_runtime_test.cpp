@@ -17,6 +17,7 @@
 // nothing).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -29,6 +30,7 @@
 #include "lockstep/backend/cuda/int8_gemm.hpp"
 #include "lockstep/backend/cuda/mutant.hpp"
 #include "lockstep/model/model.hpp"
+#include "mutant_gates.hpp"
 
 namespace {
 
@@ -72,25 +74,8 @@ const std::vector<Entry>& entries() {
   return e;
 }
 
-std::vector<lc::gate::Case> gate_cases(Family f) {
-  switch (f) {
-    case Family::linear: return lc::gate::cases_of({"linear", "bitlinear"});
-    case Family::attention: return lc::gate::cases_of({"attention"});
-    case Family::residual: return lc::gate::cases_of({"residual"});
-    case Family::layernorm: return lc::gate::cases_of({"layernorm"});
-    case Family::optimizer: return lc::gate::train_cases();
-    case Family::int8: return lc::gate::cases_of({"int8_gemm"});
-    // The kernels below have no audited micro-model pass here ("audits -"):
-    // the decode row kernels, the optional column quantizer and the LoRA glue.
-    case Family::unit_attention: return lc::gate::cases_of({"unit_attention"});
-    case Family::rmsnorm_rows: return lc::gate::cases_of({"rmsnorm"});
-    case Family::row_quantize: return lc::gate::cases_of({"row_quantize_i8", "int8_linear"});
-    case Family::col_quant: return lc::gate::cases_of({"col_quant"});
-    case Family::lora: return lc::gate::cases_of({"lora"});
-    case Family::norm_quantize: return lc::gate::cases_of({"rmsnorm_quantize_i8"});
-  }
-  return {};
-}
+// A mutant's gate cases: its kernel family's (mutant_gates.hpp, the map test_cuda_gate_mutants uses too).
+std::vector<lc::gate::Case> gate_cases(const Entry& e) { return lockstep::test::family_cases(e.m); }
 
 struct ScopedMutant {
   explicit ScopedMutant(Mutant m) { lc::set_mutant(m); }
@@ -143,10 +128,11 @@ TEST(CudaMutationRuntime, TheCleanKernelsPassTheGatesAndTheAudits) {
   std::string why;
   if (!lc::available(&why)) GTEST_SKIP() << why;
   ScopedMutant none(Mutant::none);
-  for (const Family f : {Family::linear, Family::attention, Family::residual, Family::layernorm, Family::optimizer,
-                         Family::int8, Family::unit_attention, Family::rmsnorm_rows, Family::row_quantize,
-                         Family::col_quant, Family::lora, Family::norm_quantize}) {
-    for (const auto& o : lc::gate::run_gates(gate_cases(f), {}))
+  std::vector<Family> run;  // each family's cases once
+  for (const auto& e : entries()) {
+    if (std::find(run.begin(), run.end(), e.family) != run.end()) continue;
+    run.push_back(e.family);
+    for (const auto& o : lc::gate::run_gates(gate_cases(e), {}))
       ASSERT_EQ(o.difference, "") << "unmutated: " << o.kernel << " on " << o.shape;
   }
   for (const auto& e : entries()) {
@@ -170,7 +156,7 @@ TEST(CudaMutationRuntime, EveryCudaKernelMutantIsCaughtAtRunTime) {
     std::vector<lc::gate::Outcome> outcomes;
     {
       ScopedMutant on(e.m);
-      outcomes = lc::gate::run_gates(gate_cases(e.family), {});
+      outcomes = lc::gate::run_gates(gate_cases(e), {});
     }
     std::size_t rejected = 0;
     std::string first;
