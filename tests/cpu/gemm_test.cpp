@@ -38,9 +38,12 @@ long diff_cells(const std::vector<float>& a, const std::vector<float>& b) {
 struct Shape {
   std::size_t n, m, k;
 };
-// Off every tile multiple (4 rows, 64 columns, 256-deep k blocks), and on them.
-const Shape kShapes[] = {{1, 1, 1},   {3, 5, 7},     {4, 64, 256}, {5, 65, 257},
-                         {17, 130, 513}, {64, 3, 1000}, {2, 300, 33}, {33, 1, 600}, {0, 4, 4}, {3, 4, 0}};
+// Off every tile multiple (4 and 6 rows, 64 columns, 128- and 256-deep k
+// blocks, 96-row blocks), and on them; 203 x 131 x 385 spans several row
+// blocks per thread, column panels with an edge and k blocks with a tail.
+const Shape kShapes[] = {{1, 1, 1},     {3, 5, 7},      {4, 64, 256}, {5, 65, 257}, {17, 130, 513},
+                         {64, 3, 1000}, {2, 300, 33},   {33, 1, 600}, {0, 4, 4},    {3, 4, 0},
+                         {6, 64, 128},  {203, 131, 385}, {192, 128, 129}};
 
 }  // namespace
 
