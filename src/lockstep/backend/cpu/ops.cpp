@@ -466,15 +466,27 @@ void OpKernels::run(const ops::ElementwiseConfig& c, const ops::Gelu::BwdArgs<fl
   const float* ts = aux.a.data();
   const auto k0 = static_cast<float>(ops::Gelu::kSqrt2OverPi);
   const auto k3 = static_cast<float>(ops::Gelu::kCubic3);
-  elementwise(c.n, threads, [&](std::size_t i) {
-    const float xi = x[i];
-    float x2;
-    const float u = ops::Gelu::inner(xi, x2);
-    const float t = kept ? ts[i] : num::tanh(u);
+  // dx = dy · GELU'(x) from t = tanh(u(x)): the spec's expression.
+  auto dgelu = [k0, k3](float xi, float x2, float t, float d) {
     const float sech2 = fma_rn(-t, t, 1.0f);
     const float du = k0 * fma_rn(k3, x2, 1.0f);
     const float dydx = fma_rn((0.5f * xi) * sech2, du, 0.5f * (1.0f + t));
-    dx[i] = dy[i] * dydx;
+    return d * dydx;
+  };
+  if (kept) {  // tanh kept by the forward: a loop with no call in it, so it vectorizes
+    util::parallel_for(c.n, threads, grain_for(1), [&](std::size_t lo, std::size_t hi) {
+      for (std::size_t i = lo; i < hi; ++i) {
+        float x2;
+        (void)ops::Gelu::inner(x[i], x2);
+        dx[i] = dgelu(x[i], x2, ts[i], dy[i]);
+      }
+    });
+    return;
+  }
+  elementwise(c.n, threads, [&](std::size_t i) {
+    float x2;
+    const float t = num::tanh(ops::Gelu::inner(x[i], x2));
+    dx[i] = dgelu(x[i], x2, t, dy[i]);
   });
 }
 
@@ -493,14 +505,21 @@ void OpKernels::run(const ops::ElementwiseConfig& c, const ops::SwiGlu::BwdArgs<
   const auto& [gate, up, dy, dgate, dup] = args;
   const bool kept = aux.a.size() == c.n;
   const float* sg = aux.a.data();
-  elementwise(c.n, threads, [&](std::size_t i) {
+  // The spec's expression from s = σ(gate).
+  auto dswiglu = [&](std::size_t i, float s) {
     const float xg = gate[i];
-    const float s = kept ? sg[i] : num::sigmoid(xg);
     const float dsilu = s * fma_rn(xg, 1.0f - s, 1.0f);
     const float d = dy[i];
     dgate[i] = (d * up[i]) * dsilu;
     dup[i] = d * (xg * s);
-  });
+  };
+  if (kept) {  // σ kept by the forward: a loop with no call in it, so it vectorizes
+    util::parallel_for(c.n, threads, grain_for(1), [&](std::size_t lo, std::size_t hi) {
+      for (std::size_t i = lo; i < hi; ++i) dswiglu(i, sg[i]);
+    });
+    return;
+  }
+  elementwise(c.n, threads, [&](std::size_t i) { dswiglu(i, num::sigmoid(gate[i])); });
 }
 
 void OpKernels::run(const ops::ElementwiseConfig& c, const ops::ReluSqMul::FwdArgs<float>& args) {
