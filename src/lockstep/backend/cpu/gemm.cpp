@@ -30,6 +30,7 @@ struct Isa {
   static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
   static V bcast(float a) { return _mm512_set1_ps(a); }
   static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static V add(V a, V b) { return _mm512_add_ps(a, b); }
 };
 #elif defined(__AVX2__) && defined(__FMA__)
 struct Isa {
@@ -40,6 +41,7 @@ struct Isa {
   static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
   static V bcast(float a) { return _mm256_set1_ps(a); }
   static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static V add(V a, V b) { return _mm256_add_ps(a, b); }
 };
 #else
 struct Isa {  // portable: one float per "vector"
@@ -50,6 +52,7 @@ struct Isa {  // portable: one float per "vector"
   static void store(float* p, V v) { *p = v; }
   static V bcast(float a) { return a; }
   static V fma(V a, V b, V c) { return num::fma_rn(a, b, c); }
+  static V add(V a, V b) { return a + b; }
 };
 #endif
 
@@ -118,7 +121,7 @@ void rows(std::size_t i0, std::size_t i1, std::size_t J, std::size_t K, const fl
 // The blocked product (gemm): GotoBLAS's loop nest, every cell's chain whole.
 //   B packed once into column panels of W = Isa::W columns, k-major inside a
 //   panel ([panel][K][W], zero past J): a panel's kDepthB-deep slice is one
-//   contiguous stream that stays in L1 while a thread's row panels pass over it.
+//   contiguous stream (from L2) that a thread's row panels pass over in turn.
 //   Rows over threads (contiguous runs of kMr-row panels). Per thread, per
 //   block of kMc rows, per k block (ascending), every (column panel, row
 //   panel) tile runs its kMr x W chains over the block's k, the partial sums
@@ -136,8 +139,8 @@ constexpr std::size_t kMr = 6;  // 6 x 2 = 12 ymm accumulators
 #else
 constexpr std::size_t kMr = 4;
 #endif
-constexpr std::size_t kDepthB = 128;  // k per block: a panel's slice, 128 x 64 floats = 32 KiB, stays in L1
-constexpr std::size_t kMc = 16 * kMr;  // rows a block: A's block (96 x 128 floats = 48 KiB) stays in L2
+constexpr std::size_t kDepthB = 256;  // k per block (a panel's slice 256 x 64 floats = 64 KiB: 128 and 64 measured slower)
+constexpr std::size_t kMc = 16 * kMr;  // rows a block: A's block (96 x 256 floats = 96 KiB) stays in L2
 
 // A 64-byte aligned float buffer that only grows (no allocation, no page
 // faults, no zeroing once grown: every call writes what it reads).
@@ -187,7 +190,8 @@ enum class ALayout { RowMajor, ColMajor };
 // packed panel slice [kc][W] at b. First: the chains start at +0 (else they
 // go on from c); Last: the canonical NaN is written.
 template <bool First, bool Last, ALayout AL>
-void micro(const float* a, std::size_t lda, const float* b, std::size_t kc, float* c, std::size_t ldc) {
+void micro(const float* a, std::size_t lda, const float* b, std::size_t kc, float* c, std::size_t ldc,
+           const float* bias) {
   using V = Isa::V;
   constexpr std::size_t NV = Isa::NV, L = Isa::L;
   V acc[kMr][NV];
@@ -209,21 +213,29 @@ void micro(const float* a, std::size_t lda, const float* b, std::size_t kc, floa
 #pragma GCC unroll 8
   for (std::size_t r = 0; r < kMr; ++r)
 #pragma GCC unroll 8
-    for (std::size_t v = 0; v < NV; ++v) Isa::store(c + r * ldc + v * L, Last ? canonical(acc[r][v]) : acc[r][v]);
+    for (std::size_t v = 0; v < NV; ++v) {
+      if constexpr (Last) {
+        // The product's value (canonical NaN), then the Linear's bias: y = y + b, as an add after the product.
+        const V y = canonical(acc[r][v]);
+        Isa::store(c + r * ldc + v * L, bias != nullptr ? Isa::add(y, Isa::load(bias + v * L)) : y);
+      } else {
+        Isa::store(c + r * ldc + v * L, acc[r][v]);
+      }
+    }
 }
 
 template <ALayout AL>
 void micro_any(bool first, bool last, const float* a, std::size_t lda, const float* b, std::size_t kc, float* c,
-               std::size_t ldc) {
+               std::size_t ldc, const float* bias) {
   if (first)
-    last ? micro<true, true, AL>(a, lda, b, kc, c, ldc) : micro<true, false, AL>(a, lda, b, kc, c, ldc);
+    last ? micro<true, true, AL>(a, lda, b, kc, c, ldc, bias) : micro<true, false, AL>(a, lda, b, kc, c, ldc, bias);
   else
-    last ? micro<false, true, AL>(a, lda, b, kc, c, ldc) : micro<false, false, AL>(a, lda, b, kc, c, ldc);
+    last ? micro<false, true, AL>(a, lda, b, kc, c, ldc, bias) : micro<false, false, AL>(a, lda, b, kc, c, ldc, bias);
 }
 
 // Rows [i0, i1) of C, all columns, on the calling thread.
 void blocked_rows(std::size_t i0, std::size_t i1, std::size_t J, std::size_t K, const float* A, std::size_t sai,
-                  std::size_t sak, const float* Bp, float* C, std::size_t ldc) {
+                  std::size_t sak, const float* Bp, float* C, std::size_t ldc, const float* bias) {
   constexpr std::size_t W = Isa::W;
   // A read in place where one of its strides is 1; otherwise (and for a
   // panel of fewer than kMr rows) packed ColMajor, zero rows past the end.
@@ -247,6 +259,7 @@ void blocked_rows(std::size_t i0, std::size_t i1, std::size_t J, std::size_t K, 
       for (std::size_t pj = 0; pj * W < J; ++pj) {
         const std::size_t j0 = pj * W, jn = std::min(W, J - j0);
         const float* b = Bp + pj * K * W + k0 * W;
+        const float* bj = bias != nullptr ? bias + j0 : nullptr;
         for (std::size_t p = 0; p * kMr < mc; ++p) {
           const std::size_t i = ic + p * kMr, rn = std::min(kMr, mc - p * kMr);
           const bool full_rows = rn == kMr;
@@ -257,11 +270,11 @@ void blocked_rows(std::size_t i0, std::size_t i1, std::size_t J, std::size_t K, 
           if (edge_tile && !first)
             for (std::size_t r = 0; r < rn; ++r) std::copy(C + (i + r) * ldc + j0, C + (i + r) * ldc + j0 + jn, edge + r * W);
           if (full_rows && a_rows)
-            micro_any<ALayout::RowMajor>(first, last, A + i * sai + k0, sai, b, kc, c, lc);
+            micro_any<ALayout::RowMajor>(first, last, A + i * sai + k0, sai, b, kc, c, lc, bj);
           else if (full_rows && a_cols)
-            micro_any<ALayout::ColMajor>(first, last, A + i + k0 * sak, sak, b, kc, c, lc);
+            micro_any<ALayout::ColMajor>(first, last, A + i + k0 * sak, sak, b, kc, c, lc, bj);
           else
-            micro_any<ALayout::ColMajor>(first, last, Ap + p * kc * kMr, kMr, b, kc, c, lc);
+            micro_any<ALayout::ColMajor>(first, last, Ap + p * kc * kMr, kMr, b, kc, c, lc, bj);
           if (edge_tile)
             for (std::size_t r = 0; r < rn; ++r) std::copy(edge + r * W, edge + r * W + jn, C + (i + r) * ldc + j0);
         }
@@ -273,10 +286,12 @@ void blocked_rows(std::size_t i0, std::size_t i1, std::size_t J, std::size_t K, 
 }  // namespace
 
 void gemm(std::size_t I, std::size_t J, std::size_t K, const float* A, std::size_t sai, std::size_t sak,
-          const float* B, std::size_t sbk, std::size_t sbj, float* C, std::size_t ldc, int threads) {
+          const float* B, std::size_t sbk, std::size_t sbj, float* C, std::size_t ldc, int threads,
+          const float* bias) {
   if (I == 0 || J == 0) return;
-  if (K == 0) {  // empty chains: +0
-    for (std::size_t i = 0; i < I; ++i) std::fill(C + i * ldc, C + i * ldc + J, 0.0f);
+  if (K == 0) {  // empty chains: +0 (then + b)
+    for (std::size_t i = 0; i < I; ++i)
+      for (std::size_t j = 0; j < J; ++j) C[i * ldc + j] = bias != nullptr ? 0.0f + bias[j] : 0.0f;
     return;
   }
   constexpr std::size_t W = Isa::W;
@@ -306,10 +321,18 @@ void gemm(std::size_t I, std::size_t J, std::size_t K, const float* A, std::size
       }
     }
   });
+  // The bias padded to whole panels (a tile's vector loads stay inside it).
+  thread_local Scratch bias_buf;
+  float* bias_p = nullptr;
+  if (bias != nullptr) {
+    bias_p = bias_buf.get(panels * W);
+    std::copy(bias, bias + J, bias_p);
+    std::fill(bias_p + J, bias_p + panels * W, 0.0f);
+  }
   // Rows of C across threads, in whole row panels.
   const std::size_t row_panels = (I + kMr - 1) / kMr;
   util::parallel_for(row_panels, threads, 1, [&](std::size_t lo, std::size_t hi) {
-    blocked_rows(lo * kMr, std::min(hi * kMr, I), J, K, A, sai, sak, Bp, C, ldc);
+    blocked_rows(lo * kMr, std::min(hi * kMr, I), J, K, A, sai, sak, Bp, C, ldc, bias_p);
   });
   b_buf.trim(std::size_t{16} << 20);  // keep up to 64 MiB (the tiny models' products) for the next call
 }
@@ -337,8 +360,9 @@ void gemm_packed(std::size_t I, std::size_t J, std::size_t K, const float* A, st
   });
 }
 
-void gemm_xwt(std::size_t N, std::size_t M, std::size_t K, const float* X, const float* W, float* Y, int threads) {
-  gemm(N, M, K, X, K, 1, W, 1, K, Y, M, threads);
+void gemm_xwt(std::size_t N, std::size_t M, std::size_t K, const float* X, const float* W, float* Y, int threads,
+              const float* bias) {
+  gemm(N, M, K, X, K, 1, W, 1, K, Y, M, threads, bias);
 }
 void gemm_dyw(std::size_t N, std::size_t M, std::size_t K, const float* dY, const float* W, float* dX, int threads) {
   gemm(N, K, M, dY, M, 1, W, K, 1, dX, K, threads);
