@@ -85,28 +85,62 @@ float* grow(std::vector<float>& v, std::size_t n) {
 // values are never used).
 std::size_t padded(std::size_t T) { return (T + 4 * kL - 1) / (4 * kL) * (4 * kL) + 4 * kL; }
 
-// xt[d * ldt + j] = x[j * ld + d] for j < T, d < Dh; columns [T, ldt) zero.
-// (A copy: any order.) 16 keys at a time by one gather per d (AVX-512): the
-// element-by-element loop over j with x's row stride took a quarter of the
-// forward.
-void transpose(const float* x, std::size_t ld, std::size_t T, std::size_t Dh, float* xt, std::size_t ldt) {
-  std::size_t j0 = 0;
 #if defined(__AVX512F__)
-  if (ld * 15 <= 0x7FFFFFFFu) {
-    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                           _mm512_set1_epi32(static_cast<int>(ld)));
-    for (; j0 + 16 <= T; j0 += 16) {
-      const float* base = x + j0 * ld;
-      // The masked form: GCC 12's plain one trips -Wmaybe-uninitialized (_mm512_undefined_ps).
-      for (std::size_t d = 0; d < Dh; ++d)
-        _mm512_storeu_ps(xt + d * ldt + j0,
-                         _mm512_mask_i32gather_ps(_mm512_setzero_ps(), static_cast<__mmask16>(0xFFFF), idx, base + d, 4));
-    }
+// out[c * ldo + 0..15] = rows[r][c] for r, c < 16: a 16 x 16 block transposed
+// in registers (unpack 32- then 64-bit pairs, then two rounds of 128-bit
+// block shuffles).
+// The maskz forms throughout: GCC 12's plain ones trip -Wuninitialized (_mm512_undefined_ps).
+constexpr __mmask16 kAll16 = 0xFFFF;
+constexpr __mmask8 kAll8 = 0xFF;
+inline __m512 unpacklo(__m512 a, __m512 b) { return _mm512_maskz_unpacklo_ps(kAll16, a, b); }
+inline __m512 unpackhi(__m512 a, __m512 b) { return _mm512_maskz_unpackhi_ps(kAll16, a, b); }
+inline __m512 unpacklo64(__m512 a, __m512 b) {
+  return _mm512_castpd_ps(_mm512_maskz_unpacklo_pd(kAll8, _mm512_castps_pd(a), _mm512_castps_pd(b)));
+}
+inline __m512 unpackhi64(__m512 a, __m512 b) {
+  return _mm512_castpd_ps(_mm512_maskz_unpackhi_pd(kAll8, _mm512_castps_pd(a), _mm512_castps_pd(b)));
+}
+template <int Imm>
+inline __m512 blocks(__m512 a, __m512 b) { return _mm512_maskz_shuffle_f32x4(kAll16, a, b, Imm); }
+
+inline void transpose16(const float* x, std::size_t ld, float* out, std::size_t ldo) {
+  __m512 u[16];
+  for (std::size_t g = 0; g < 4; ++g) {
+    const __m512 r0 = _mm512_loadu_ps(x + (4 * g) * ld), r1 = _mm512_loadu_ps(x + (4 * g + 1) * ld);
+    const __m512 r2 = _mm512_loadu_ps(x + (4 * g + 2) * ld), r3 = _mm512_loadu_ps(x + (4 * g + 3) * ld);
+    const __m512 tl = unpacklo(r0, r1), th = unpackhi(r0, r1), sl = unpacklo(r2, r3), sh = unpackhi(r2, r3);
+    // u[4g + m], block k: rows 4g..4g+3 of column 4k + m
+    u[4 * g + 0] = unpacklo64(tl, sl);
+    u[4 * g + 1] = unpackhi64(tl, sl);
+    u[4 * g + 2] = unpacklo64(th, sh);
+    u[4 * g + 3] = unpackhi64(th, sh);
   }
+  for (std::size_t m = 0; m < 4; ++m) {
+    const __m512 v = blocks<0x88>(u[m], u[4 + m]), w = blocks<0xdd>(u[m], u[4 + m]);
+    const __m512 v2 = blocks<0x88>(u[8 + m], u[12 + m]), w2 = blocks<0xdd>(u[8 + m], u[12 + m]);
+    _mm512_storeu_ps(out + m * ldo, blocks<0x88>(v, v2));
+    _mm512_storeu_ps(out + (8 + m) * ldo, blocks<0xdd>(v, v2));
+    _mm512_storeu_ps(out + (4 + m) * ldo, blocks<0x88>(w, w2));
+    _mm512_storeu_ps(out + (12 + m) * ldo, blocks<0xdd>(w, w2));
+  }
+}
+#endif
+
+// xt[d * ldt + j] = x[j * ld + d] for j < T, d < Dh; columns [T, ldt) zero.
+// (A copy: any order.) 16 keys x 16 dims at a time in registers (AVX-512):
+// the element-by-element loop over j with x's row stride took a quarter of
+// the forward.
+void transpose(const float* x, std::size_t ld, std::size_t T, std::size_t Dh, float* xt, std::size_t ldt) {
+  std::size_t j0 = 0, d_done = 0;
+#if defined(__AVX512F__)
+  d_done = Dh / 16 * 16;
+  if (d_done > 0)
+    for (; j0 + 16 <= T; j0 += 16)
+      for (std::size_t d0 = 0; d0 < d_done; d0 += 16) transpose16(x + j0 * ld + d0, ld, xt + d0 * ldt + j0, ldt);
 #endif
   for (std::size_t d = 0; d < Dh; ++d) {
     float* row = xt + d * ldt;
-    for (std::size_t j = j0; j < T; ++j) row[j] = x[j * ld + d];
+    for (std::size_t j = d < d_done ? j0 : 0; j < T; ++j) row[j] = x[j * ld + d];
     std::fill(row + T, row + ldt, 0.0f);
   }
 }
