@@ -38,9 +38,12 @@ long diff_cells(const std::vector<float>& a, const std::vector<float>& b) {
 struct Shape {
   std::size_t n, m, k;
 };
-// Off every tile multiple (4 rows, 64 columns, 256-deep k blocks), and on them.
-const Shape kShapes[] = {{1, 1, 1},   {3, 5, 7},     {4, 64, 256}, {5, 65, 257},
-                         {17, 130, 513}, {64, 3, 1000}, {2, 300, 33}, {33, 1, 600}, {0, 4, 4}, {3, 4, 0}};
+// Off every tile multiple (4 and 6 rows, 64 columns, 128- and 256-deep k
+// blocks, 96-row blocks), and on them; 203 x 131 x 385 spans several row
+// blocks per thread, column panels with an edge and k blocks with a tail.
+const Shape kShapes[] = {{1, 1, 1},     {3, 5, 7},      {4, 64, 256}, {5, 65, 257}, {17, 130, 513},
+                         {64, 3, 1000}, {2, 300, 33},   {33, 1, 600}, {0, 4, 4},    {3, 4, 0},
+                         {6, 64, 128},  {203, 131, 385}, {192, 128, 129}};
 
 }  // namespace
 
@@ -67,6 +70,35 @@ TEST(CpuGemm, EqualsTheReferenceBitForBitInEveryLayout) {
     }
   }
   std::printf("cpu gemm vs reference: %ld cells, %ld mismatches\n", cells, mismatches);
+}
+
+// The Linear's bias added in the product's epilogue = the product's value,
+// then y + b[m] (the separate pass it replaces), on every shape, with
+// special biases: -0, an infinity, a NaN with a payload (canonical NaN of
+// the product + b is not canonical(product + b) there).
+TEST(CpuGemm, BiasInTheEpilogueEqualsTheProductThenTheAdd) {
+  std::uint64_t seed = 500;
+  long mismatches = 0;
+  for (const auto& s : kShapes) {
+    for (bool specials : {false, true}) {
+      const auto X = random(s.n * s.k, seed++, specials), W = random(s.m * s.k, seed++, specials);
+      auto b = random(s.m, seed++);
+      if (specials && s.m > 3) {
+        b[0] = -0.0f;
+        b[1] = std::numeric_limits<float>::infinity();
+        b[2] = lockstep::num::float_of(0x7FC0BEEFu);
+      }
+      std::vector<float> y_ref(s.n * s.m), y(s.n * s.m, 123.0f);
+      lockstep::ops::matmul_xwt(s.n, s.m, s.k, X.data(), W.data(), y_ref.data());
+      for (std::size_t i = 0; i < s.n; ++i)
+        for (std::size_t j = 0; j < s.m; ++j) y_ref[i * s.m + j] = y_ref[i * s.m + j] + b[j];
+      lockstep::cpu::gemm_xwt(s.n, s.m, s.k, X.data(), W.data(), y.data(), 2, b.data());
+      const long d = diff_cells(y, y_ref);
+      EXPECT_EQ(d, 0) << "shape n=" << s.n << " m=" << s.m << " k=" << s.k << " specials=" << specials;
+      mismatches += d;
+    }
+  }
+  std::printf("cpu gemm + bias vs reference then add: %ld mismatches\n", mismatches);
 }
 
 TEST(CpuGemm, SameBitsForAnyThreadCount) {

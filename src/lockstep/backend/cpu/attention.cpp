@@ -85,13 +85,90 @@ float* grow(std::vector<float>& v, std::size_t n) {
 // values are never used).
 std::size_t padded(std::size_t T) { return (T + 4 * kL - 1) / (4 * kL) * (4 * kL) + 4 * kL; }
 
+#if defined(__AVX512F__)
+// out[c * ldo + 0..15] = rows[r][c] for r, c < 16: a 16 x 16 block transposed
+// in registers (unpack 32- then 64-bit pairs, then two rounds of 128-bit
+// block shuffles).
+// The maskz forms throughout: GCC 12's plain ones trip -Wuninitialized (_mm512_undefined_ps).
+constexpr __mmask16 kAll16 = 0xFFFF;
+constexpr __mmask8 kAll8 = 0xFF;
+inline __m512 unpacklo(__m512 a, __m512 b) { return _mm512_maskz_unpacklo_ps(kAll16, a, b); }
+inline __m512 unpackhi(__m512 a, __m512 b) { return _mm512_maskz_unpackhi_ps(kAll16, a, b); }
+inline __m512 unpacklo64(__m512 a, __m512 b) {
+  return _mm512_castpd_ps(_mm512_maskz_unpacklo_pd(kAll8, _mm512_castps_pd(a), _mm512_castps_pd(b)));
+}
+inline __m512 unpackhi64(__m512 a, __m512 b) {
+  return _mm512_castpd_ps(_mm512_maskz_unpackhi_pd(kAll8, _mm512_castps_pd(a), _mm512_castps_pd(b)));
+}
+template <int Imm>
+inline __m512 blocks(__m512 a, __m512 b) { return _mm512_maskz_shuffle_f32x4(kAll16, a, b, Imm); }
+
+inline void transpose16(const float* x, std::size_t ld, float* out, std::size_t ldo) {
+  __m512 u[16];
+  for (std::size_t g = 0; g < 4; ++g) {
+    const __m512 r0 = _mm512_loadu_ps(x + (4 * g) * ld), r1 = _mm512_loadu_ps(x + (4 * g + 1) * ld);
+    const __m512 r2 = _mm512_loadu_ps(x + (4 * g + 2) * ld), r3 = _mm512_loadu_ps(x + (4 * g + 3) * ld);
+    const __m512 tl = unpacklo(r0, r1), th = unpackhi(r0, r1), sl = unpacklo(r2, r3), sh = unpackhi(r2, r3);
+    // u[4g + m], block k: rows 4g..4g+3 of column 4k + m
+    u[4 * g + 0] = unpacklo64(tl, sl);
+    u[4 * g + 1] = unpackhi64(tl, sl);
+    u[4 * g + 2] = unpacklo64(th, sh);
+    u[4 * g + 3] = unpackhi64(th, sh);
+  }
+  for (std::size_t m = 0; m < 4; ++m) {
+    const __m512 v = blocks<0x88>(u[m], u[4 + m]), w = blocks<0xdd>(u[m], u[4 + m]);
+    const __m512 v2 = blocks<0x88>(u[8 + m], u[12 + m]), w2 = blocks<0xdd>(u[8 + m], u[12 + m]);
+    _mm512_storeu_ps(out + m * ldo, blocks<0x88>(v, v2));
+    _mm512_storeu_ps(out + (8 + m) * ldo, blocks<0xdd>(v, v2));
+    _mm512_storeu_ps(out + (4 + m) * ldo, blocks<0x88>(w, w2));
+    _mm512_storeu_ps(out + (12 + m) * ldo, blocks<0xdd>(w, w2));
+  }
+}
+#endif
+
 // xt[d * ldt + j] = x[j * ld + d] for j < T, d < Dh; columns [T, ldt) zero.
+// (A copy: any order.) 16 keys x 16 dims at a time in registers (AVX-512):
+// the element-by-element loop over j with x's row stride took a quarter of
+// the forward.
 void transpose(const float* x, std::size_t ld, std::size_t T, std::size_t Dh, float* xt, std::size_t ldt) {
+  std::size_t j0 = 0, d_done = 0;
+#if defined(__AVX512F__)
+  d_done = Dh / 16 * 16;
+  if (d_done > 0)
+    for (; j0 + 16 <= T; j0 += 16)
+      for (std::size_t d0 = 0; d0 < d_done; d0 += 16) transpose16(x + j0 * ld + d0, ld, xt + d0 * ldt + j0, ldt);
+#endif
   for (std::size_t d = 0; d < Dh; ++d) {
     float* row = xt + d * ldt;
-    for (std::size_t j = 0; j < T; ++j) row[j] = x[j * ld + d];
+    for (std::size_t j = d < d_done ? j0 : 0; j < T; ++j) row[j] = x[j * ld + d];
     std::fill(row + T, row + ldt, 0.0f);
   }
+}
+
+// acc[r] = f(acc[r], s[r * lds + j]) for j in [from, to[r]) ascending, for
+// the rows r in [r0, rows) (to[] non-decreasing in r): each row's chain in its
+// own order, the rows' chains interleaved over their common part so that
+// four dependent chains (a running max, a sum) run at once.
+template <class F>
+void fold_rows(std::size_t r0, std::size_t rows, float* acc, const float* s, std::size_t lds, std::size_t from,
+               const std::size_t* to, F f) {
+  const std::size_t common = to[r0];
+  if (rows - r0 == kRows) {
+    float a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
+    const float *s0 = s, *s1 = s + lds, *s2 = s + 2 * lds, *s3 = s + 3 * lds;
+    for (std::size_t j = from; j < common; ++j) {
+      a0 = f(a0, s0[j]);
+      a1 = f(a1, s1[j]);
+      a2 = f(a2, s2[j]);
+      a3 = f(a3, s3[j]);
+    }
+    acc[0] = a0, acc[1] = a1, acc[2] = a2, acc[3] = a3;
+  } else {
+    for (std::size_t r = r0; r < rows; ++r)
+      for (std::size_t j = from; j < common; ++j) acc[r] = f(acc[r], s[r * lds + j]);
+  }
+  for (std::size_t r = r0; r < rows; ++r)
+    for (std::size_t j = std::max(common, from); j < to[r]; ++j) acc[r] = f(acc[r], s[r * lds + j]);
 }
 
 // out[r * ldo + j] = chain over d ascending of a_r[d] · bt[d * ldt + j]
@@ -229,29 +306,36 @@ void OpKernels::run(const ops::Attention::Config& c, const ops::Attention::FwdAr
         for (std::size_t j0 = 0; j0 <= i_last; j0 += KB) {
           const std::size_t jend = std::min(j0 + KB, i_last + 1);  // keys any row of the tile needs
           dots_range(qr, Dh, kt, ldt, j0, jend, s, ldt);
-          for (std::size_t r = 0; r < rows; ++r) {
-            const std::size_t i = i0 + r;
-            if (j0 > i) continue;
-            const std::size_t j1 = std::min(j0 + KB, i + 1);
+          // The rows that take part in this block: r0.. (row i needs keys <= i).
+          const std::size_t r0 = j0 > i0 ? j0 - i0 : 0;
+          std::size_t j1[kRows] = {};
+          float mb[kRows] = {};
+          for (std::size_t r = r0; r < rows; ++r) {
+            j1[r] = std::min(j0 + KB, i0 + r + 1);
             float* sr = s + r * ldt;
-            for (std::size_t j = j0; j < j1; ++j) sr[j] = red::canonical_nan(sr[j]) * scale;
-            float mb = sr[j0];
-            for (std::size_t j = j0 + 1; j < j1; ++j) mb = ops::max2(mb, sr[j]);
+            for (std::size_t j = j0; j < j1[r]; ++j) sr[j] = red::canonical_nan(sr[j]) * scale;
+            mb[r] = sr[j0];
+          }
+          // The block maxima: mb = max2(mb, s_j), j ascending, the rows interleaved.
+          fold_rows(r0, rows, mb, s, ldt, j0 + 1, j1, [](float x, float y) { return ops::max2(x, y); });
+          for (std::size_t r = r0; r < rows; ++r) {
+            float* sr = s + r * ldt;
             float* ar = acc + r * Dh;
             if (j0 == 0) {
-              m[r] = mb;
+              m[r] = mb[r];
             } else {
-              const float mn = ops::max2(m[r], mb);
+              const float mn = ops::max2(m[r], mb[r]);
               const float alpha = num::exp(m[r] - mn);
               l[r] = l[r] * alpha;
               for (std::size_t d = 0; d < Dh; ++d) ar[d] = ar[d] * alpha;
               m[r] = mn;
             }
-            // p_j = exp(s_j - m) overwrites the score; l in key order.
-            for (std::size_t j = j0; j < j1; ++j) sr[j] = sr[j] - m[r];
-            exp_n(sr + j0, sr + j0, j1 - j0);
-            for (std::size_t j = j0; j < j1; ++j) l[r] = l[r] + sr[j];
+            // p_j = exp(s_j - m) overwrites the score.
+            for (std::size_t j = j0; j < j1[r]; ++j) sr[j] = sr[j] - m[r];
+            exp_n(sr + j0, sr + j0, j1[r] - j0);
           }
+          // l = l + p_j in key order, the rows interleaved.
+          fold_rows(r0, rows, l, s, ldt, j0, j1, [](float x, float y) { return x + y; });
           // acc_r = fma(p_j, v_j, acc_r), j ascending: the keys every row of
           // the tile takes (up to key i0) together, then each row's own.
           const std::size_t jc = std::min(j0 + KB, i0 + 1);
@@ -316,9 +400,24 @@ void OpKernels::run(const ops::Attention::Config& c, const ops::Attention::BwdAr
           // Raw dots q·k and dO·v of the tile's rows with keys 0..i_last.
           dots_range(qr, Dh, kt, ldt, 0, i_last + 1, sd, ldt);
           dots_range(dor, Dh, vt, ldt, 0, i_last + 1, pd, ldt);
+          // D_i = dot_seq(dO_i, o_i): the tile's rows' chains interleaved (d ascending each).
+          float Dv[kRows] = {};
+          {
+            const float* orow[kRows];
+            for (std::size_t t = 0; t < kRows; ++t) orow[t] = o + (b * T + i0 + std::min(t, rows - 1)) * ldo + h * Dh;
+            float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+            for (std::size_t d = 0; d < Dh; ++d) {
+              a0 = fma_rn(dor[0][d], orow[0][d], a0);
+              a1 = fma_rn(dor[1][d], orow[1][d], a1);
+              a2 = fma_rn(dor[2][d], orow[2][d], a2);
+              a3 = fma_rn(dor[3][d], orow[3][d], a3);
+            }
+            Dv[0] = red::canonical_nan(a0), Dv[1] = red::canonical_nan(a1), Dv[2] = red::canonical_nan(a2),
+            Dv[3] = red::canonical_nan(a3);
+          }
           for (std::size_t t = 0; t < rows; ++t) {
             const std::size_t i = i0 + t;
-            const float Di = red::dot_seq(dor[t], 1, o + (b * T + i) * ldo + h * Dh, 1, Dh);
+            const float Di = Dv[t];
             const float ls = lse[(b * Hq + h) * T + i];
             const float* st = sd + t * ldt;
             const float* pt = pd + t * ldt;
@@ -362,7 +461,11 @@ void OpKernels::run(const ops::Attention::Config& c, const ops::Attention::BwdAr
           for (std::size_t t = 0; t < keys; ++t) {
             const std::size_t j = j0 + t;
             float* out = (pass == 0 ? dk : dv) + (b * T + j) * ldkv + kv * Dh;
-            for (std::size_t d = 0; d < Dh; ++d) out[d] = pass == 0 ? acc[t * Dh + d] * scale : acc[t * Dh + d];
+            const float* at = acc + t * Dh;
+            if (pass == 0)
+              for (std::size_t d = 0; d < Dh; ++d) out[d] = at[d] * scale;
+            else
+              std::copy(at, at + Dh, out);
           }
         }
       }

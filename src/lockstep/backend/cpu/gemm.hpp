@@ -17,8 +17,11 @@
 
 namespace lockstep::cpu {
 
+// bias (optional, J values): C[i*ldc + j] = chain + bias[j] (the product's
+// value, canonical NaN, then one add), as a separate bias pass would write.
 void gemm(std::size_t I, std::size_t J, std::size_t K, const float* A, std::size_t sai, std::size_t sak,
-          const float* B, std::size_t sbk, std::size_t sbj, float* C, std::size_t ldc, int threads);
+          const float* B, std::size_t sbk, std::size_t sbj, float* C, std::size_t ldc, int threads,
+          const float* bias = nullptr);
 
 // B packed once, for products that reuse it (decoding reads each weight
 // matrix once per token): B(k, j) at Bp[k·ldb + j], ldb = packed_ld(J), the
@@ -31,7 +34,9 @@ void gemm_packed(std::size_t I, std::size_t J, std::size_t K, const float* A, st
 
 // The three products of a linear layer (nn.Linear layout, W is [M, K]):
 // Y = X·Wᵀ, dX = dY·W, dW = dYᵀ·X (sum over rows n ascending).
-void gemm_xwt(std::size_t N, std::size_t M, std::size_t K, const float* X, const float* W, float* Y, int threads);
+// Y = X·Wᵀ (+ b[m] after the product, when bias is given).
+void gemm_xwt(std::size_t N, std::size_t M, std::size_t K, const float* X, const float* W, float* Y, int threads,
+              const float* bias = nullptr);
 void gemm_dyw(std::size_t N, std::size_t M, std::size_t K, const float* dY, const float* W, float* dX, int threads);
 void gemm_dytx(std::size_t N, std::size_t M, std::size_t K, const float* dY, const float* X, float* dW, int threads);
 

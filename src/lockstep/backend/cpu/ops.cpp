@@ -30,6 +30,9 @@ std::size_t grain_for(std::size_t work_per_item) {
   return std::max<std::size_t>(1, min_parallel_work() / std::max<std::size_t>(work_per_item, 1));
 }
 
+// Elements an element-wise op's passes walk at a time (a few arrays of it fit in L1).
+constexpr std::size_t kL1Run = 2048;
+
 // A per-thread scratch row (no allocation once grown).
 float* scratch(std::size_t n, int which = 0) {
   thread_local std::vector<float> buf[2];
@@ -139,12 +142,7 @@ void OpKernels::run(const ops::LearnedPositions::Config& c, const ops::LearnedPo
 
 void OpKernels::run(const ops::Linear::Config& c, const ops::Linear::FwdArgs<float>& args) {
   const auto& [x, w, b, y] = args;
-  gemm_xwt(c.rows, c.out, c.in, x, w, y, threads);
-  if (!c.bias) return;
-  util::parallel_for(c.rows, threads, grain_for(c.out), [&](std::size_t lo, std::size_t hi) {
-    for (std::size_t n = lo; n < hi; ++n)
-      for (std::size_t m = 0; m < c.out; ++m) y[n * c.out + m] = y[n * c.out + m] + b[m];
-  });
+  gemm_xwt(c.rows, c.out, c.in, x, w, y, threads, c.bias ? b : nullptr);  // y = x·wᵀ, then y + b in its epilogue
 }
 
 void OpKernels::run(const ops::Linear::Config& c, const ops::Linear::BwdArgs<float>& args) {
@@ -451,12 +449,16 @@ void OpKernels::run(const ops::ElementwiseConfig& c, const ops::Gelu::FwdArgs<fl
   aux.a.resize(c.n);
   float* ts = aux.a.data();
   util::parallel_for(c.n, threads, grain_for(16), [&](std::size_t lo, std::size_t hi) {
-    for (std::size_t i = lo; i < hi; ++i) {
-      float x2;
-      ts[i] = ops::Gelu::inner(x[i], x2);
+    // In runs that stay in L1 (three passes over a run, one over memory).
+    for (std::size_t r0 = lo; r0 < hi; r0 += kL1Run) {
+      const std::size_t r1 = std::min(hi, r0 + kL1Run);
+      for (std::size_t i = r0; i < r1; ++i) {
+        float x2;
+        ts[i] = ops::Gelu::inner(x[i], x2);
+      }
+      tanh_n(ts + r0, ts + r0, r1 - r0);
+      for (std::size_t i = r0; i < r1; ++i) y[i] = (0.5f * x[i]) * (1.0f + ts[i]);
     }
-    tanh_n(ts + lo, ts + lo, hi - lo);
-    for (std::size_t i = lo; i < hi; ++i) y[i] = (0.5f * x[i]) * (1.0f + ts[i]);
   });
 }
 
@@ -466,15 +468,27 @@ void OpKernels::run(const ops::ElementwiseConfig& c, const ops::Gelu::BwdArgs<fl
   const float* ts = aux.a.data();
   const auto k0 = static_cast<float>(ops::Gelu::kSqrt2OverPi);
   const auto k3 = static_cast<float>(ops::Gelu::kCubic3);
-  elementwise(c.n, threads, [&](std::size_t i) {
-    const float xi = x[i];
-    float x2;
-    const float u = ops::Gelu::inner(xi, x2);
-    const float t = kept ? ts[i] : num::tanh(u);
+  // dx = dy · GELU'(x) from t = tanh(u(x)): the spec's expression.
+  auto dgelu = [k0, k3](float xi, float x2, float t, float d) {
     const float sech2 = fma_rn(-t, t, 1.0f);
     const float du = k0 * fma_rn(k3, x2, 1.0f);
     const float dydx = fma_rn((0.5f * xi) * sech2, du, 0.5f * (1.0f + t));
-    dx[i] = dy[i] * dydx;
+    return d * dydx;
+  };
+  if (kept) {  // tanh kept by the forward: a loop with no call in it, so it vectorizes
+    util::parallel_for(c.n, threads, grain_for(1), [&](std::size_t lo, std::size_t hi) {
+      for (std::size_t i = lo; i < hi; ++i) {
+        float x2;
+        (void)ops::Gelu::inner(x[i], x2);
+        dx[i] = dgelu(x[i], x2, ts[i], dy[i]);
+      }
+    });
+    return;
+  }
+  elementwise(c.n, threads, [&](std::size_t i) {
+    float x2;
+    const float t = num::tanh(ops::Gelu::inner(x[i], x2));
+    dx[i] = dgelu(x[i], x2, t, dy[i]);
   });
 }
 
@@ -484,8 +498,11 @@ void OpKernels::run(const ops::ElementwiseConfig& c, const ops::SwiGlu::FwdArgs<
   aux.a.resize(c.n);
   float* sg = aux.a.data();
   util::parallel_for(c.n, threads, grain_for(16), [&](std::size_t lo, std::size_t hi) {
-    sigmoid_n(gate + lo, sg + lo, hi - lo);
-    for (std::size_t i = lo; i < hi; ++i) y[i] = (gate[i] * sg[i]) * up[i];
+    for (std::size_t r0 = lo; r0 < hi; r0 += kL1Run) {  // in runs that stay in L1
+      const std::size_t r1 = std::min(hi, r0 + kL1Run);
+      sigmoid_n(gate + r0, sg + r0, r1 - r0);
+      for (std::size_t i = r0; i < r1; ++i) y[i] = (gate[i] * sg[i]) * up[i];
+    }
   });
 }
 
@@ -493,14 +510,21 @@ void OpKernels::run(const ops::ElementwiseConfig& c, const ops::SwiGlu::BwdArgs<
   const auto& [gate, up, dy, dgate, dup] = args;
   const bool kept = aux.a.size() == c.n;
   const float* sg = aux.a.data();
-  elementwise(c.n, threads, [&](std::size_t i) {
+  // The spec's expression from s = σ(gate).
+  auto dswiglu = [&](std::size_t i, float s) {
     const float xg = gate[i];
-    const float s = kept ? sg[i] : num::sigmoid(xg);
     const float dsilu = s * fma_rn(xg, 1.0f - s, 1.0f);
     const float d = dy[i];
     dgate[i] = (d * up[i]) * dsilu;
     dup[i] = d * (xg * s);
-  });
+  };
+  if (kept) {  // σ kept by the forward: a loop with no call in it, so it vectorizes
+    util::parallel_for(c.n, threads, grain_for(1), [&](std::size_t lo, std::size_t hi) {
+      for (std::size_t i = lo; i < hi; ++i) dswiglu(i, sg[i]);
+    });
+    return;
+  }
+  elementwise(c.n, threads, [&](std::size_t i) { dswiglu(i, num::sigmoid(gate[i])); });
 }
 
 void OpKernels::run(const ops::ElementwiseConfig& c, const ops::ReluSqMul::FwdArgs<float>& args) {
