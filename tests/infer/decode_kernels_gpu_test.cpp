@@ -9,7 +9,10 @@
 //     32-wide tiles, K % 8 == 0 (the f16 row kernel) and not, a NaN (without
 //     the bias) and signed zeros in x;
 //   * f16_pack says exact only when every value is;
-//   * two planted bugs (decode_linear_launch.hpp's DecodeLinearMutant) are caught;
+//   * every ternary_gemv kernel (v1 both forms; v2 and v2 as a programmatic
+//     dependent launch: LOCKSTEP_TERNARY_GEMV, set_ternary_gemv_version);
+//   * the planted bugs (decode_linear_launch.hpp's DecodeLinearMutant) are caught,
+//     v2's half-warp join and its dropped last unit too;
 //   * cached_attention (decode.cu) = ops::CachedAttention::forward: the staged
 //     blocks with 16-byte copies (head_dim 128, the 2B4T heads, 1 to 3 key
 //     blocks), with scalar copies (head_dim 6; an odd key block), head_dim
@@ -155,7 +158,10 @@ class DecodeKernelsGpu : public ::testing::Test {
     std::string why;
     if (!model::cuda_device_available(&why)) GTEST_SKIP() << why;
   }
-  void TearDown() override { launch::set_decode_linear_mutant(launch::DecodeLinearMutant::none); }
+  void TearDown() override {
+    launch::set_decode_linear_mutant(launch::DecodeLinearMutant::none);
+    launch::set_ternary_gemv_version(0);
+  }
 
   // Differing cells over every ternary shape.
   static std::size_t ternary_differences(bool print) {
@@ -231,22 +237,54 @@ class DecodeKernelsGpu : public ::testing::Test {
   }
 };
 
-// Both forms of ternary_gemv: the prefetched one (the default) and session 7's (LOCKSTEP_DECODE_FUSION=0).
+// Every form of ternary_gemv: v1 prefetched (the default) and session 7's (LOCKSTEP_DECODE_FUSION=0);
+// v2 (LOCKSTEP_TERNARY_GEMV=v2) and v2 as a programmatic dependent launch (v2pdl).
 TEST_F(DecodeKernelsGpu, TernaryGemvEqualsTheBitLinearSpec) {
-  for (int prefetch : {1, 0}) {
-    launch::set_decode_fusion(prefetch);
-    EXPECT_EQ(ternary_differences(true), 0u) << (prefetch ? "prefetched" : "not prefetched");
-  }
+  for (int version : {1, 2, 3})
+    for (int prefetch : {1, 0}) {
+      if (version > 1 && prefetch == 0) continue;  // v2 always prefetches
+      launch::set_ternary_gemv_version(version);
+      launch::set_decode_fusion(prefetch);
+      EXPECT_EQ(ternary_differences(true), 0u) << "v" << version << (prefetch ? " prefetched" : " not prefetched");
+    }
+  launch::set_ternary_gemv_version(0);
   launch::set_decode_fusion(-1);
 }
 
-// Several BitLinears on one input in one launch (ternary_gemv_parts), both forms.
+// Several BitLinears on one input in one launch (ternary_gemv_parts), every form.
 TEST_F(DecodeKernelsGpu, JoinedTernaryGemvsEqualTheBitLinearSpec) {
-  for (int prefetch : {1, 0}) {
-    launch::set_decode_fusion(prefetch);
-    EXPECT_EQ(parts_differences(true), 0u) << (prefetch ? "prefetched" : "not prefetched");
-  }
+  for (int version : {1, 2, 3})
+    for (int prefetch : {1, 0}) {
+      if (version > 1 && prefetch == 0) continue;
+      launch::set_ternary_gemv_version(version);
+      launch::set_decode_fusion(prefetch);
+      EXPECT_EQ(parts_differences(true), 0u) << "v" << version << (prefetch ? " prefetched" : " not prefetched");
+    }
+  launch::set_ternary_gemv_version(0);
   launch::set_decode_fusion(-1);
+}
+
+// v2's planted bugs: the last unit dropped (the v1 mutant, planted in v2 too) and
+// its own, the join summing each half-warp only; both launch forms.
+TEST_F(DecodeKernelsGpu, TernaryGemvV2PlantedBugsAreCaught) {
+  for (int version : {2, 3}) {
+    launch::set_ternary_gemv_version(version);
+    launch::set_decode_linear_mutant(launch::DecodeLinearMutant::ternary_last_unit_dropped);
+    const std::size_t dropped = ternary_differences(false), dropped_joined = parts_differences(false);
+    launch::set_decode_linear_mutant(launch::DecodeLinearMutant::ternary_v2_half_warp_join);
+    const std::size_t half = ternary_differences(false), half_joined = parts_differences(false);
+    launch::set_decode_linear_mutant(launch::DecodeLinearMutant::none);
+    std::printf("planted in ternary_gemv v2%s: the last 64 codes dropped: %zu cells differ (joined: %zu); the "
+                "half-warp join: %zu (joined: %zu)\n",
+                version == 3 ? " (PDL)" : "", dropped, dropped_joined, half, half_joined);
+    EXPECT_GT(dropped, 0u);
+    EXPECT_GT(dropped_joined, 0u);
+    EXPECT_GT(half, 0u);
+    EXPECT_GT(half_joined, 0u);
+    // And the clean kernel again after the mutants (nothing sticky).
+    EXPECT_EQ(ternary_differences(true), 0u) << "v" << version << " after its mutants";
+  }
+  launch::set_ternary_gemv_version(0);
 }
 
 TEST_F(DecodeKernelsGpu, ChainGemvEqualsTheCanonicalMatmul) { EXPECT_EQ(chain_differences(true), 0u); }

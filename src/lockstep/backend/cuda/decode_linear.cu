@@ -31,7 +31,9 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -428,6 +430,30 @@ void chain_by_rows(const W* w, const float* x, const float* b, i64 N, i64 M, i64
 
 void set_decode_linear_mutant(DecodeLinearMutant m) { g_mutant = m; }
 
+namespace {
+std::atomic<int> g_ternary_version{0};  // 0: the environment's
+}
+
+int ternary_gemv_version() {
+  const int set = g_ternary_version.load();
+  if (set != 0) return set;
+  static const int from_env = [] {
+    const char* env = std::getenv("LOCKSTEP_TERNARY_GEMV");
+    const std::string v = env == nullptr ? "" : env;
+    if (v.empty() || v == "v1") return 1;
+    if (v == "v2") return 2;
+    if (v == "v2pdl") return 3;
+    throw std::invalid_argument("LOCKSTEP_TERNARY_GEMV=" + v + ": expected v1, v2 or v2pdl");
+  }();
+  return from_env;
+}
+
+void set_ternary_gemv_version(int version) {
+  if (version < 0 || version > 3)
+    throw std::invalid_argument("set_ternary_gemv_version(" + std::to_string(version) + "): expected 0 to 3");
+  g_ternary_version.store(version);
+}
+
 void ternary_pack(const float* codes, std::size_t M, std::size_t K, std::uint32_t* words) {
   const i64 W = static_cast<i64>(4 * ternary_units(K)), total = static_cast<i64>(M) * W;
   if (total == 0) return;
@@ -446,11 +472,20 @@ void ternary_gemv_parts(const TernaryPart* parts, std::size_t count, std::size_t
   if (K > kTernaryMaxK || N > 0x7FFFFFFFu)
     throw std::invalid_argument("ternary_gemv: K " + std::to_string(K) + ", N " + std::to_string(N) +
                                 ": beyond the kernel's int extents (K <= " + std::to_string(kTernaryMaxK) + ")");
+  for (std::size_t p = 0; p < count; ++p)
+    if (parts[p].M > 0x7FFFFFFFu)
+      throw std::invalid_argument("ternary_gemv: M " + std::to_string(parts[p].M) + ": beyond the kernel's int extents");
+  if (const int version = ternary_gemv_version(); version >= 2) {
+    TernaryV2Options options;
+    options.pdl = version == 3;
+    options.drop_last_unit = g_mutant == DecodeLinearMutant::ternary_last_unit_dropped;
+    options.half_warp_join = g_mutant == DecodeLinearMutant::ternary_v2_half_warp_join;
+    ternary_gemv_parts_v2(parts, count, K, xq, N, step, options);
+    return;
+  }
   Parts a{};
   std::size_t blocks = 0;
   for (std::size_t p = 0; p < count; ++p) {
-    if (parts[p].M > 0x7FFFFFFFu)
-      throw std::invalid_argument("ternary_gemv: M " + std::to_string(parts[p].M) + ": beyond the kernel's int extents");
     a.units[p] = reinterpret_cast<const uint4*>(parts[p].words);
     a.scale[p] = parts[p].scale;
     a.y[p] = parts[p].y;

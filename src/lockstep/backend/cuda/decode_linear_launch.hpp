@@ -32,6 +32,7 @@ enum class DecodeLinearMutant {
   none,
   ternary_last_unit_dropped,  // ternary_gemv skips each row's last 64 codes
   chain_mul_add,              // chain_gemv rounds the product before the add (no fma)
+  ternary_v2_half_warp_join,  // ternary_gemv v2's join sums each half-warp only (lanes 16-31 or 0-15 lost)
 };
 void set_decode_linear_mutant(DecodeLinearMutant m);
 
@@ -62,6 +63,30 @@ struct TernaryPart {
 inline constexpr std::size_t kTernaryMaxParts = 3;
 void ternary_gemv_parts(const TernaryPart* parts, std::size_t count, std::size_t K, const std::int8_t* xq,
                         std::size_t N, const float* step);
+
+// Which kernel ternary_gemv and ternary_gemv_parts launch (the same cells, bit
+// for bit): 1, decode_linear.cu's warp-a-row kernel (the default); 2, v2
+// (ternary_gemv_v2.cu: R rows a warp, Σx folded into the lanes' partials, one
+// barrier a chunk); 3, v2 as a programmatic dependent launch (its weight loads
+// issued while the kernel before it drains). From the environment's
+// LOCKSTEP_TERNARY_GEMV = v1 | v2 | v2pdl at first use (another value: an
+// std::invalid_argument naming it); set_ternary_gemv_version(1, 2 or 3)
+// overrides it (tests), 0 goes back to the environment.
+int ternary_gemv_version();
+void set_ternary_gemv_version(int version);
+
+// v2 itself, for the launcher above and the host emulator's test
+// (tests/cuda/ternary_gemv_emu_test.cpp). Arguments as ternary_gemv_parts's,
+// already checked by it (count 1..kTernaryMaxParts, K <= 96 Ki, N and each M
+// within int).
+struct TernaryV2Options {
+  bool pdl = false;                     // a programmatic dependent launch (sm_90)
+  bool drop_last_unit = false;          // DecodeLinearMutant::ternary_last_unit_dropped
+  bool half_warp_join = false;          // DecodeLinearMutant::ternary_v2_half_warp_join
+  bool plant_no_reuse_barrier = false;  // host emulator only: no barrier before the next chunk restages x
+};
+void ternary_gemv_parts_v2(const TernaryPart* parts, std::size_t count, std::size_t K, const std::int8_t* xq,
+                           std::size_t N, const float* step, const TernaryV2Options& options);
 
 // half[i] = f16(w[i]) for i < n; *inexact (a device int, set to 0 first by the
 // caller's own copy) becomes nonzero where f16 does not hold w[i] exactly.

@@ -1,0 +1,180 @@
+// ternary_gemv v2 (backend/cuda/ternary_gemv_v2.cu) on the host by the fiber
+// emulator (cuda_host_emu.hpp), against ops::BitLinear::forward (the spec) bit
+// for bit: K on and off the 64-code units and the 16-byte staging (1 .. 10000:
+// past the prefetched units), 1 to 40 batch rows (every chunk template, and
+// 2-3 chunks: the staged buffer reused), CTAs with idle warps and part-idle
+// warps, joined parts, misaligned activation codes (the scalar staging), −0
+// in x; under shuffled thread orders; and its planted bugs (the last unit
+// dropped, the half-warp join, no barrier before a chunk restages x) differ.
+// No GPU: this proves the kernel's logic; the device's runs are
+// test_infer_decode_kernels_gpu's (label gpu).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda_host_emu.hpp"
+// ternary_gemv_v2.cu's own includes first, so that the hook below renames only its calls.
+#include "lockstep/backend/cuda/decode_linear_launch.hpp"
+#include "lockstep/backend/cuda/device.hpp"
+#include "lockstep/backend/cuda/ternary_word.hpp"
+#include "lockstep/backend/cuda/trace_launch.hpp"
+#include "lockstep/ops/quant.hpp"
+
+#define check_launch(name) ((void)(name))
+#include "lockstep/backend/cuda/ternary_gemv_v2.cu"  // (nvcc's #pragma unroll: -Wno-unknown-pragmas, CMakeLists)
+#undef check_launch
+
+namespace ll = lockstep::cuda::launch;
+namespace ops = lockstep::ops;
+
+namespace {
+
+struct Shape {
+  std::size_t N, K;
+  std::vector<std::size_t> Ms;  // one part, or several joined
+  std::size_t x_offset = 0;     // bytes: 1 takes the scalar staging at K % 16 == 0
+};
+
+std::string name_of(const Shape& s) {
+  std::string name = "N " + std::to_string(s.N) + " K " + std::to_string(s.K) + " M";
+  for (std::size_t M : s.Ms) name.append(" ").append(std::to_string(M));
+  if (s.x_offset) name.append(" x off by ").append(std::to_string(s.x_offset));
+  return name;
+}
+
+std::string hex(float v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%a", static_cast<double>(v));
+  return b;
+}
+
+// One BitLinear input x and each part's weights, with the spec's y and the
+// codes the device path reads (ops::quantize_rows's codes and steps; the
+// weights' ternary codes packed as ternary_pack does, ternary_word.hpp).
+struct Case {
+  Shape s;
+  std::vector<float> x, step;
+  std::vector<std::int8_t> xq_storage;  // [x_offset + N·K]
+  std::vector<std::vector<std::uint32_t>> words;
+  std::vector<std::vector<float>> scale, want;
+
+  explicit Case(const Shape& sp, std::uint64_t seed) : s(sp) {
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<float> ux(-3.0f, 3.0f), uw(-0.1f, 0.1f);
+    x.resize(s.N * s.K);
+    for (float& v : x) v = ux(rng);
+    x[0] = -0.0f;
+    const std::size_t U = ll::ternary_units(s.K);
+    for (std::size_t M : s.Ms) {
+      std::vector<float> w(M * s.K);
+      for (float& v : w) v = uw(rng);
+      const ops::QuantLinearConfig c{s.N, s.K, M};
+      const ops::BitLinear::Inputs<float> in{lockstep::Tensor<float>({s.N, s.K}, x),
+                                             lockstep::Tensor<float>({M, s.K}, w)};
+      const auto z = ops::BitLinear::quantize(c, in);
+      if (xq_storage.empty()) {
+        xq_storage.assign(s.x_offset, 0);
+        xq_storage.insert(xq_storage.end(), z.x.q.begin(), z.x.q.end());
+        step = z.x.step;
+      }
+      std::vector<std::uint32_t> wd(M * 4 * U);
+      for (std::size_t m = 0; m < M; ++m)
+        for (std::size_t g = 0; g < 4 * U; ++g) {
+          const std::size_t k0 = 16 * g;
+          const int n = k0 >= s.K ? 0 : static_cast<int>(s.K - k0 < 16 ? s.K - k0 : 16);
+          wd[m * 4 * U + g] = lockstep::cuda::ternary_word(z.qw.data() + m * s.K + (n > 0 ? k0 : 0), n);
+        }
+      words.push_back(std::move(wd));
+      scale.push_back({z.wstep[0]});
+      want.push_back(ops::BitLinear::forward(c, in).y.data);
+    }
+  }
+
+  // The first differing cell (or ""), and how many differ.
+  std::string run(const ll::TernaryV2Options& options, std::size_t* differing = nullptr) const {
+    std::vector<std::vector<float>> got;
+    std::vector<ll::TernaryPart> parts;
+    for (std::size_t p = 0; p < s.Ms.size(); ++p) got.emplace_back(s.N * s.Ms[p], -7.0f);
+    for (std::size_t p = 0; p < s.Ms.size(); ++p)
+      parts.push_back({words[p].data(), s.Ms[p], scale[p].data(), got[p].data()});
+    ll::ternary_gemv_parts_v2(parts.data(), parts.size(), s.K, xq_storage.data() + s.x_offset, s.N, step.data(),
+                              options);
+    std::string first;
+    std::size_t d = 0;
+    for (std::size_t p = 0; p < s.Ms.size(); ++p)
+      for (std::size_t i = 0; i < want[p].size(); ++i)
+        if (std::memcmp(&want[p][i], &got[p][i], sizeof(float)) != 0) {
+          if (first.empty())
+            first = "part " + std::to_string(p) + " y[" + std::to_string(i / s.Ms[p]) + ", " +
+                    std::to_string(i % s.Ms[p]) + "]: spec " + hex(want[p][i]) + ", emulated " + hex(got[p][i]);
+          ++d;
+        }
+    if (differing) *differing = d;
+    return first;
+  }
+};
+
+// Chunks: N 1, 2, 4, 8, 16 a chunk (R = 2, 2, 4, 4, 2 rows a warp); N 17, 33,
+// 40: 2-3 chunks of 16 (the staged codes reused). M: whole CTAs, a part-idle
+// warp (M odd), idle warps (M 5 at 8 rows a CTA, 12 at 16). K: 1, 63, 65,
+// 100, 130, 257 (units off 64, the scalar staging: K % 16 != 0), 1000, 2049,
+// 2560 (the 2B4T width: 40 units, Pre 2), 6912 (108 units, Pre 4), 10000
+// (157 units: the loop past the prefetched ones).
+std::vector<Shape> shapes() {
+  return {
+      {1, 2560, {40}},        {1, 6912, {20}},      {1, 10000, {9}},     {2, 65, {3}},        {3, 1, {7}},
+      {5, 63, {17}},          {8, 130, {33}},       {16, 257, {21}},     {17, 100, {5}},      {33, 2049, {6}},
+      {40, 1000, {13}},       {4, 2560, {24}},      {8, 6912, {12}},     {2, 2560, {8}, 1},   {19, 2560, {5}, 1},
+      {1, 2560, {16, 8, 8}},  {5, 130, {17, 8, 33}}, {20, 64, {3, 9}},   {8, 1024, {4, 16, 1}},
+  };
+}
+
+}  // namespace
+
+TEST(TernaryGemvV2Emulated, EqualsTheBitLinearSpec) {
+  std::uint64_t seed = 1;
+  for (const Shape& s : shapes()) {
+    const Case c(s, seed++);
+    EXPECT_EQ(c.run({}), "") << name_of(s);
+  }
+}
+
+// The barrier is real: thread orders shuffled every round change nothing.
+TEST(TernaryGemvV2Emulated, ShuffledThreadOrders) {
+  emu::cta.shuffle_order = true;
+  std::uint64_t seed = 100;
+  for (const Shape& s : {Shape{17, 100, {5}}, Shape{40, 1000, {13}}, Shape{8, 6912, {12}}, Shape{19, 2560, {5}, 1},
+                         Shape{5, 130, {17, 8, 33}}}) {
+    const Case c(s, seed++);
+    for (int round = 0; round < 2; ++round) EXPECT_EQ(c.run({}), "") << name_of(s) << ", round " << round;
+  }
+  emu::cta.shuffle_order = false;
+}
+
+// The planted bugs differ: the device mutants (DecodeLinearMutant) that the
+// GPU test plants too, and a barrier left out, which only a shuffled order shows.
+TEST(TernaryGemvV2Emulated, PlantedBugsDiffer) {
+  const Case wide(Shape{3, 2560, {12}}, 7), joined(Shape{1, 2560, {16, 8, 8}}, 8), chunks(Shape{40, 1000, {13}}, 9);
+  ll::TernaryV2Options dropped, half, no_barrier;
+  dropped.drop_last_unit = true;
+  half.half_warp_join = true;
+  no_barrier.plant_no_reuse_barrier = true;
+  std::size_t d = 0;
+  EXPECT_NE(wide.run(dropped, &d), "") << "the last unit dropped";
+  std::printf("planted: the last unit of each row dropped: %zu cells differ (N 3 K 2560 M 12)\n", d);
+  EXPECT_NE(joined.run(dropped), "") << "the last unit dropped, joined parts";
+  EXPECT_NE(wide.run(half, &d), "") << "the half-warp join";
+  std::printf("planted: the half-warp join: %zu cells differ (N 3 K 2560 M 12)\n", d);
+  EXPECT_NE(joined.run(half), "") << "the half-warp join, joined parts";
+  EXPECT_EQ(chunks.run(no_barrier), "") << "in round-robin order the missing barrier cannot show";
+  emu::cta.shuffle_order = true;
+  EXPECT_NE(chunks.run(no_barrier, &d), "") << "no barrier before the next chunk restages x";
+  std::printf("planted: no barrier before a chunk restages x (shuffled order): %zu cells differ (N 40 K 1000 M 13)\n",
+              d);
+  EXPECT_EQ(chunks.run({}), "") << "the kernel as it is, shuffled";
+  emu::cta.shuffle_order = false;
+}
