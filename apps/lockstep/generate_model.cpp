@@ -26,7 +26,7 @@ void ModelSource::add(CLI::App* cmd) {
   cmd->add_option("--device", device, "cpu or cuda (the same tokens either way)")->default_str("cpu");
   cmd->add_option("--adapter", adapter,
                   "a LoRA adapter directory (PEFT: adapter_config.json + adapter_model.safetensors), applied "
-                  "unmerged (CPU)");
+                  "unmerged by the model's LoRA layers (KV-cache decoding; GPT-2 or lm_head modules: CPU only)");
   cmd->add_flag("--merge-adapter", merge_adapter,
                 "fold --adapter into the weights before running (faster, any --device; close to the unmerged "
                 "logits, not the same bits)");
@@ -38,7 +38,7 @@ bool is_gguf(const std::string& path) {
 }
 }  // namespace
 
-// The base with the adapter: unmerged (the adapted CPU model) or merged.
+// The base with the adapter: unmerged (load/adapted_model.hpp) or merged.
 static std::unique_ptr<model::Model> with_adapter(load::LoadedModel base, const std::string& dir, bool merge,
                                                   const std::string& device) {
   model::Adapter adapter = load::load_adapter(dir);

@@ -26,9 +26,10 @@ struct LoadedModel {
 // with its vocabulary, or a Hugging Face directory with its tokenizer.json;
 // load/model_file.hpp); --tokenizer tokenizer.json instead of the model's;
 // --device cpu|cuda; --adapter DIR (a PEFT-format LoRA adapter, load/adapter.hpp)
-// applied unmerged by the adapted CPU model (load/adapted_model.hpp), or with
-// --merge-adapter folded into the weights first (any device; not the unmerged
-// bits: docs/LORA.md).
+// applied unmerged (load/adapted_model.hpp: the model's LoRA layers, decoded
+// with the KV cache; GPT-2 or lm_head modules on the CPU's spec stand-in), or
+// with --merge-adapter folded into the weights first (any device; not the
+// unmerged bits: docs/LORA.md).
 struct ModelSource {
   std::string checkpoint, model_file, tokenizer, device = "cpu", adapter;
   bool merge_adapter = false;

@@ -1,9 +1,11 @@
 // The two LoRA paths agree bit for bit: the adapters a model trains in
 // (model/lora_params.hpp: the engine's branch, what `lockstep finetune`
 // trains), saved in PEFT's format (load::save_adapter) and loaded back onto the
-// base by load::make_adapted_model (what `generate --adapter` runs:
-// ops::LoraLinear::forward at each adapted projection), give the engine's
-// logits. Also: a lockstep-written adapter loaded with set_adapter gives them.
+// base by load::make_spec_adapted_model (ops::LoraLinear::forward at each
+// adapted projection), give the engine's logits; so does make_adapted_model
+// (what `generate --adapter` runs: the engine's branch again, its next_logits
+// and its decode session). Also: a lockstep-written adapter loaded with
+// set_adapter gives them.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -58,9 +60,12 @@ TEST(AdapterJoin, TheEnginesAdaptersSavedAndLoadedGiveItsLogits) {
     b.config = cfg;
     b.params = base;
     b.format = "test";
+    auto spec = ld::make_spec_adapted_model(b, loaded);
+    EXPECT_EQ(lockstep::model::testing::differing_bits(spec->next_logits(toks, 1), want), 0u) << "rslora " << rslora;
     auto adapted = ld::make_adapted_model(std::move(b), loaded);
-    const std::vector<float> got = adapted->next_logits(toks, 1);
-    EXPECT_EQ(lockstep::model::testing::differing_bits(got, want), 0u) << "rslora " << rslora;
+    EXPECT_EQ(lockstep::model::testing::differing_bits(adapted->next_logits(toks, 1), want), 0u) << "rslora " << rslora;
+    EXPECT_EQ(lockstep::model::testing::differing_bits(adapted->decoder(1, 0)->prefill(0, toks, false, 2), want), 0u)
+        << "rslora " << rslora << ": the decode session";
 
     // And back into an engine: set_adapter on a fresh adapted model.
     auto again = m::make_cpu_model(cfg);

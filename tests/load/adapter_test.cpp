@@ -10,6 +10,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <span>
 #include <string>
 
 #include "lockstep/io/atomic_file.hpp"
@@ -341,12 +342,14 @@ TEST(Adapter, ValidationAgainstTheBaseNamesTheModule) {
   a = random_adapter(base, {"model.embed_tokens"}, 2, 16.0, 0.1f, 4);
   e = error_of([&] { load::make_adapted_model(base, a); });
   EXPECT_NE(e.find("'model.embed_tokens' is not a linear projection"), std::string::npos) << e;
-  // Not on another device, not on a BitNet base.
-  a = random_adapter(base, kModules, 2, 16.0, 0.1f, 4);
+  // A module the model's LoRA layers do not adapt runs in the spec stand-in:
+  // on the CPU only; and the stand-in adapts no BitNet base (the layers do).
   EXPECT_NE(error_of([&] { load::make_adapted_model(base, a, "cuda"); }).find("--device cpu"), std::string::npos);
   const auto bit = base_model("bitnet-micro");
-  EXPECT_NE(error_of([&] { load::make_adapted_model(bit, random_adapter(bit, kModules, 2, 16.0, 0.1f, 4)); }).find("BitNet"),
+  EXPECT_NE(error_of([&] { load::make_spec_adapted_model(bit, random_adapter(bit, kModules, 2, 16.0, 0.1f, 4)); })
+                .find("BitNet"),
             std::string::npos);
+  EXPECT_EQ(error_of([&] { load::make_adapted_model(bit, random_adapter(bit, kModules, 2, 16.0, 0.1f, 4)); }), "");
   params = bit.params;
   EXPECT_NE(error_of([&] { load::merge_adapter(random_adapter(bit, kModules, 2, 16.0, 0.1f, 4), bit.config, params); })
                 .find("BitNet"),
@@ -424,6 +427,39 @@ TEST(AdaptedModel, UnmergedMergedAndReloaded) {
   const std::string e = error_of([&] { load::merge_adapter(huge, base.config, params); });
   EXPECT_NE(e.find("model.layers.1.mlp.down_proj.weight' would hold"), std::string::npos) << e;
   for (std::size_t i = 0; i < params.size(); ++i) EXPECT_TRUE(same_bits(params[i].value, base.params[i].value));
+}
+
+// The model's LoRA layers (what make_adapted_model runs for these modules):
+// on a float base the spec stand-in's logits bit for bit (ops::LoraLinear::forward
+// itself); on a ternary BitNet base, which the stand-in cannot adapt, the
+// decode session token by token gives next_logits' bits at every position.
+TEST(AdaptedModel, TheModelsLoraLayersDecodeTheSpecsBits) {
+  for (const char* preset : {"llama-micro", "bitnet-micro"}) {
+    const auto base = base_model(preset);
+    const model::Adapter a = random_adapter(base, kModules, 3, 16.0, 0.3f, 8);
+    auto adapted = load::make_adapted_model(base, a);
+    auto plain = load::make_loaded_model(base);
+    const auto ids = tokens(base.config.vocab_size, 10);
+    const std::size_t V = static_cast<std::size_t>(base.config.vocab_size);
+    auto session = adapted->decoder(1, 0);
+    std::vector<float> rows = session->prefill(0, std::span(ids).first(1), true, 2);
+    for (std::size_t i = 1; i < ids.size(); ++i) {
+      const std::size_t slot = 0;
+      const auto row = session->decode(std::span(&slot, 1), std::span(ids).subspan(i, 1), 2);
+      rows.insert(rows.end(), row.begin(), row.end());
+    }
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      const std::vector<float> row(rows.begin() + static_cast<std::ptrdiff_t>(i * V),
+                                   rows.begin() + static_cast<std::ptrdiff_t>((i + 1) * V));
+      const auto prefix = std::span(ids).first(i + 1);
+      EXPECT_TRUE(same_bits(row, adapted->next_logits(prefix, 1))) << preset << " position " << i;
+      EXPECT_FALSE(same_bits(row, plain->next_logits(prefix, 1))) << preset << " position " << i << ": moved";
+      if (base.config.family != model::Family::Bitnet) {
+        EXPECT_TRUE(same_bits(row, load::make_spec_adapted_model(base, a)->next_logits(prefix, 1)))
+            << preset << " position " << i << ": the spec stand-in";
+      }
+    }
+  }
 }
 
 // rsLoRA's scale alpha / sqrt(r), and the plain alpha / r.

@@ -6,7 +6,7 @@
 //                                             BASE whose last name is one of T (q_proj v_proj ...)
 //   adapter_tool dump DIR                     JSON: the config and every tensor's values as f32 bit patterns
 //   adapter_tool logits BASE ADAPTER|- MODE IDS...  logits of every position of IDS (comma-separated) as JSON
-//                                             rows of floats; MODE: unmerged (the adapted CPU model), merged
+//                                             rows of floats; MODE: unmerged (load::make_adapted_model), merged
 //                                             (load::merge_adapter, then the CPU model), base (no adapter)
 #include <cstdio>
 #include <cstring>

@@ -5,8 +5,9 @@ host, where torch, transformers and peft are installed; no network needed).
   1. transformers makes a random-initialized tiny LlamaForCausalLM (fp32) and
      saves it; PEFT wraps it with a LoRA adapter (r 4, alpha 8, q/v/down_proj,
      B random and nonzero) and saves the adapter. lockstep loads base + adapter
-     (adapter_tool logits ... unmerged: the adapted CPU model, LoraLinear's
-     spec; and ... merged) and its logits at every position match PEFT's.
+     (adapter_tool logits ... unmerged: load::make_adapted_model, the model's
+     LoRA layers, whose bits are LoraLinear's spec; and ... merged) and its
+     logits at every position match PEFT's.
   2. lockstep writes an adapter for the same base (adapter_tool write-for);
      PEFT loads it with PeftModel.from_pretrained (no missing or unexpected
      keys, lora_B nonzero) and its logits match lockstep's.

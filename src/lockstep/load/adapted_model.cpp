@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <span>
 #include <stdexcept>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -14,6 +16,7 @@
 #include "lockstep/backend/cpu/ops.hpp"
 #include "lockstep/load/adapter.hpp"
 #include "lockstep/model/decode.hpp"
+#include "lockstep/model/lora_params.hpp"
 #include "lockstep/model/transformer.hpp"
 #include "lockstep/ops/lora.hpp"
 #include "lockstep/util/parallel.hpp"
@@ -170,12 +173,17 @@ bool is_linear_projection(const std::string& module) {
 
 float adapter_scale(const model::LoraConfig& config) { return static_cast<float>(model::lora_scale(config)); }
 
-std::unique_ptr<model::Model> make_adapted_model(LoadedModel base, model::Adapter adapter, const std::string& device) {
-  if (device != "cpu")
-    throw std::invalid_argument(fmt::format(
-        "--adapter runs on --device cpu (the adapted CPU model, load/adapted_model.hpp); '{}' waits for the model's "
-        "LoRA layers",
-        device));
+bool model_layers_adapt(const model::ModelConfig& cfg, const model::Adapter& adapter) {
+  if (cfg.family == model::Family::Gpt2) return false;  // lora_modules refuses GPT-2: its c_attn is fused
+  model::LoraConfig every;
+  every.targets = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+  const std::vector<std::string> adapted = model::lora_modules(cfg, every);
+  return std::all_of(adapter.tensors.begin(), adapter.tensors.end(), [&](const model::LoraTensor& t) {
+    return std::find(adapted.begin(), adapted.end(), t.module) != adapted.end();
+  });
+}
+
+std::unique_ptr<model::Model> make_spec_adapted_model(LoadedModel base, model::Adapter adapter) {
   if (base.config.family == model::Family::Bitnet)
     throw std::invalid_argument("--adapter: a BitNet base's projections are BitLinear; the adapted CPU model adapts "
                                 "float ops::Linear projections only (LLaMA, GPT-2)");
@@ -189,6 +197,46 @@ std::unique_ptr<model::Model> make_adapted_model(LoadedModel base, model::Adapte
                                               "lm_head)",
                                               t.module));
   return std::make_unique<AdaptedCpuModel>(std::move(base), std::move(adapter));
+}
+
+std::unique_ptr<model::Model> make_adapted_model(LoadedModel base, model::Adapter adapter, const std::string& device) {
+  validate_adapter(adapter, base.config, base.params);
+  if (base.config.linear != model::LinearMode::Float)
+    throw std::invalid_argument("--adapter: the base runs the int8 units; the LoRA branch is float (units + LoRA is "
+                                "not run)");
+  if (!model_layers_adapt(base.config, adapter)) {
+    if (device != "cpu")
+      throw std::invalid_argument(fmt::format(
+          "--adapter: a module of this adapter (GPT-2's c_attn/c_proj/c_fc, lm_head) runs only in the adapted CPU "
+          "model: use --device cpu, or --merge-adapter for '{}'",
+          device));
+    return make_spec_adapted_model(std::move(base), std::move(adapter));
+  }
+  // The model's LoRA layers: the adapter tensors under the names the engine
+  // finds them by (lora_branch.hpp), every parameter frozen (no gradients held).
+  const model::LoraConfig config = adapter.config;
+  std::unique_ptr<model::Model> m = make_loaded_model(std::move(base), device);
+  std::vector<model::Param>& ps = m->params();
+  model::freeze(ps);
+  for (const model::LoraTensor& t : adapter.tensors) {
+    const auto r = static_cast<std::int64_t>(t.a.size() / t.in);
+    for (const bool is_a : {true, false}) {
+      model::Param p;
+      p.name = t.module + (is_a ? ".lora_A.weight" : ".lora_B.weight");
+      p.shape = is_a ? std::vector<std::int64_t>{r, static_cast<std::int64_t>(t.in)}
+                     : std::vector<std::int64_t>{static_cast<std::int64_t>(t.out), r};
+      p.value.resize(static_cast<std::size_t>(p.shape[0] * p.shape[1]));
+      p.trainable = false;
+      p.decay = false;
+      ps.push_back(std::move(p));
+    }
+  }
+  model::set_adapter(ps, adapter);  // the values, each checked against its tensor's shape
+  model::LoraRun run;
+  run.scale = model::lora_scale(config);
+  run.training = false;
+  m->set_lora(run);
+  return m;
 }
 
 }  // namespace lockstep::load

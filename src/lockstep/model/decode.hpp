@@ -306,6 +306,16 @@ class DecodeKernels : public ad::KeyedKernels<DecodeKernels<K>, float> {
     settle();
     inner_.add_into(n, acc, x);
   }
+  // LoRA's y = y + u·s (model/lora_branch.hpp) where K has its own (the CUDA
+  // set's gated kernel, on the device's buffers); a host K's session runs the
+  // branch's host loop, as K's own passes do.
+  void lora_scale_add(std::size_t n, float* y, const float* u, float s)
+    requires requires(K& k) { k.lora_scale_add(n, y, u, s); }
+  {
+    if (replaying()) return;
+    settle();  // the deferred BitLinear that wrote y launches first
+    inner_.lora_scale_add(n, y, u, s);
+  }
   // The engine stages the token ids after it has sized its buffers, and
   // before the pass's first kernel: where a graph pass is decided (and its
   // capture begins); it copies the logits to the host after the last: where
@@ -630,16 +640,30 @@ class DecodeKernels : public ad::KeyedKernels<DecodeKernels<K>, float> {
 // parameters its engine reads (PT). before_pass(threads) is the model's own
 // check-and-sync before a pass (runnable dtypes, parameters where K reads
 // them, the thread count).
+//
+// lora: the model's LoRA run (model.hpp's LoraRun; nullptr: none), taken as it
+// is when the session is made and applied as inference applies it, without
+// dropout (training off): every adapted projection gets the engine's branch
+// (lora_branch.hpp) over these kernels, y = base(x) + ((x·Aᵀ)·Bᵀ)·s, so a
+// token's logits are next_logits' bits (tests/infer/decode_lora_test.cpp).
+// Fixed for the session as its packed weights are (a CUDA graph of a pass
+// holds the scale); set_lora afterwards reaches the next session.
 template <class K, class PT, class BeforePass>
 class DecodeSession final : public Decoder {
  public:
   DecodeSession(const ModelConfig& cfg, std::vector<PT>& params, K& kernels, std::size_t slots, std::size_t ctx,
-                BeforePass before_pass)
+                BeforePass before_pass, const LoraRun* lora = nullptr)
       : cfg_(cfg),
         dk_(kernels, cfg, check_slots(slots), check_ctx(cfg, ctx)),
         engine_(cfg, params, dk_),
         len_(slots, 0),
-        before_pass_(std::move(before_pass)) {}
+        before_pass_(std::move(before_pass)) {
+    if (lora != nullptr) {
+      lora_ = *lora;
+      lora_.training = false;
+      engine_.lora = &lora_;
+    }
+  }
 
   DecodeKernels<K>& decode_kernels() { return dk_; }
   std::size_t slots() const override { return dk_.slots(); }
@@ -735,6 +759,7 @@ class DecodeSession final : public Decoder {
   std::vector<std::size_t> len_;
   std::size_t chunk_ = 256;
   BeforePass before_pass_;
+  LoraRun lora_;  // what engine_.lora points at, when the model has a run
 };
 
 }  // namespace lockstep::model

@@ -111,12 +111,11 @@ class KernelModel : public Model {
       throw std::invalid_argument(
           "decoding: this model's attention runs through int8 units (lockstep_attention = units), and the KV-cache "
           "attention is float only (a model trained with --attention float decodes)");
-    for (const Param& p : params_)
-      if (p.name.find(".lora_A.") != std::string::npos)
-        throw std::logic_error("a model with LoRA adapter tensors has no decode mode yet: next_logits applies them");
+    // LoRA adapter tensors: the session runs the engine's branch at their
+    // projections with the run set_lora gave (no dropout), as next_logits does.
     auto before = [this](int threads) { begin_pass(threads, false); };
     return std::make_unique<DecodeSession<K, typename Storage::EngineParam, decltype(before)>>(
-        cfg_, storage_.engine_params(), kernels_, slots, context, before);
+        cfg_, storage_.engine_params(), kernels_, slots, context, before, engine_.lora);
   }
 
  protected:

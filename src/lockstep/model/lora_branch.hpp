@@ -31,6 +31,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "lockstep/model/model.hpp"
@@ -103,10 +104,14 @@ class LoraBranch {
     e.k_.template forward<ops::Linear>({N, K, r, false}, {.x = xin, .w = e.P(s.a), .b = nullptr, .y = s.h.data()});
     e.k_.template forward<ops::Linear>({N, r, M, false}, {.x = s.h.data(), .w = e.P(s.b), .b = nullptr, .y = u_.data()});
     const T sc = static_cast<T>(run_->scale);
-    if constexpr (requires { e.k_.lora_scale_add(N * M, y, u_.data(), sc); })
+    if constexpr (requires { e.k_.lora_scale_add(N * M, y, u_.data(), sc); }) {
       e.k_.lora_scale_add(N * M, y, u_.data(), sc);
-    else
+    } else {
+      // The host loop reads host memory: a kernel set over device buffers
+      // (a wrapper of the CUDA set, as the decode mode's) must bring its own.
+      static_assert(kHostBuffers<E>, "LoRA: a kernel set on device buffers needs lora_scale_add");
       ops::lora_glue::scale_add(N * M, y, u_.data(), sc);
+    }
   }
 
   // x: the projection's input, as the forward read it.
@@ -131,6 +136,8 @@ class LoraBranch {
   }
 
  private:
+  template <class E>  // (of E: checked where a branch is instantiated)
+  static constexpr bool kHostBuffers = std::is_same_v<Buf, std::vector<T>> && sizeof(E) > 0;
   bool dropping() const { return run_->training && run_->dropout > 0.0; }
   // out = keep ? in * q : 0 (ops/lora_glue.hpp), on the kernel set's storage.
   template <class Kernels>
