@@ -3,7 +3,7 @@
 //
 //   build/<dir>/bench/lora/lora_bench [--device cuda|cpu] [--preset bitnet-b1.58-2b]
 //       [--seq 512] [--batch 1] [--steps 5] [--warmup 1] [--rank 8] [--alpha 16]
-//       [--dropout 0.05] [--targets q_proj,v_proj]
+//       [--dropout 0.05] [--targets q_proj,v_proj] [--base codes|f32] [--layers N] [--fast-init 1]
 //
 // The base is the preset initialized from seed 1 (the shapes are what is
 // measured, not the weights); the records are `batch` synthetic SFT examples
@@ -19,8 +19,18 @@
 // pool's high-water mark from after the model was made (its weights on the
 // device) to the end (PyTorch's torch.cuda.max_memory_allocated is the peer),
 // what is in use at the end (the steady state), and the device's used memory
-// (cudaMemGetInfo). Prints one line. bench/lora/peft_reference.py is the
+// (cudaMemGetInfo). On the CPU: the peak resident memory of the finetune
+// (VmHWM, reset just before it: /proc/self/clear_refs), the resident memory
+// when it starts, and the bytes the base's parameters hold; `--base codes`
+// (the default) holds a BitNet base's projections as their 2-bit codes
+// (model::hold_frozen_ternary_as_codes, done before the finetune starts),
+// `--base f32` as F32 masters (the same bits). `--layers N`: the preset's
+// shapes with N blocks (the memory of a block is the same at any depth);
+// `--fast-init 1`: the base's values U(-0.02, 0.02) from Philox on every core
+// instead of the family's Box–Muller init (a 2.4 B-parameter base takes
+// minutes of host Box–Muller; only the shapes are measured). Prints one line. bench/lora/peft_reference.py is the
 // transformers + PEFT peer.
+#include <malloc.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -40,6 +50,7 @@
 #include "lockstep/model/model.hpp"
 #include "lockstep/num/rng.hpp"
 #include "lockstep/train/finetune.hpp"
+#include "lockstep/util/parallel.hpp"
 #ifdef LOCKSTEP_HAVE_CUDA
 #include "lockstep/backend/cuda/device.hpp"
 #endif
@@ -50,8 +61,9 @@ using namespace lockstep;
 namespace fs = std::filesystem;
 
 struct Args {
-  std::string device = "cuda", preset = "bitnet-b1.58-2b", targets = "q_proj,v_proj";
-  std::int64_t seq = 512, batch = 1, steps = 5, warmup = 1, rank = 8;
+  std::string device = "cuda", preset = "bitnet-b1.58-2b", targets = "q_proj,v_proj", base = "codes";
+  std::int64_t seq = 512, batch = 1, steps = 5, warmup = 1, rank = 8, layers = 0;
+  bool fast_init = false;
   double alpha = 16, dropout = 0.05;
 };
 
@@ -64,6 +76,9 @@ Args parse(int argc, char** argv) {
     if (k == "--device") a.device = v;
     else if (k == "--preset") a.preset = v;
     else if (k == "--targets") a.targets = v;
+    else if (k == "--base") a.base = v;
+    else if (k == "--layers") a.layers = std::stoll(v);
+    else if (k == "--fast-init") a.fast_init = v == "1";
     else if (k == "--seq") a.seq = std::stoll(v);
     else if (k == "--batch") a.batch = std::stoll(v);
     else if (k == "--steps") a.steps = std::stoll(v);
@@ -75,6 +90,7 @@ Args parse(int argc, char** argv) {
   }
   if (a.seq <= 0 || a.batch <= 0 || a.steps <= 0 || a.warmup < 0 || a.rank <= 0)
     throw std::invalid_argument("--seq, --batch, --steps, --rank must be > 0 and --warmup >= 0");
+  if (a.base != "codes" && a.base != "f32") throw std::invalid_argument("--base must be codes or f32, not " + a.base);
   return a;
 }
 
@@ -103,12 +119,28 @@ std::pair<double, double> metrics_at(const fs::path& file, std::int64_t step) {
   throw std::runtime_error(fmt::format("{} has no line for step {}", file.string(), step));
 }
 
+// A field of /proc/self/status in KiB ("VmHWM", "VmRSS"); -1 where there is none.
+long status_kib(const char* field) {
+  std::ifstream in("/proc/self/status");
+  const std::string key = std::string(field) + ":";
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(key, 0) == 0) return std::stol(line.substr(key.size()));
+  return -1;
+}
+
+// The peak resident memory starts again from the current (Linux: clear_refs 5).
+void reset_peak_rss() {
+  ::malloc_trim(0);  // what was freed (a base's masters) goes back to the system first
+  std::ofstream("/proc/self/clear_refs") << "5";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
     const Args a = parse(argc, argv);
     model::ModelConfig cfg = model::preset(a.preset);
+    if (a.layers > 0) cfg.n_layer = a.layers;
     if (a.seq > cfg.max_seq) throw std::invalid_argument(fmt::format("--seq {} exceeds the preset's context {}", a.seq, cfg.max_seq));
     using Clock = std::chrono::steady_clock;
     auto seconds_since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
@@ -117,8 +149,24 @@ int main(int argc, char** argv) {
     const double make_s = seconds_since(t_make);
     const auto t_init = Clock::now();
     model::freeze(m->params());  // the base trains nothing: no gradients to hold or initialize
-    m->init_where_held(1);       // CUDA: on the device (init's bits); the host view downloads it once, when read
+    if (a.fast_init) {
+      std::uint64_t stream = 0;
+      for (auto& p : m->params()) {
+        float* v = p.value.data();
+        const std::uint64_t st = ++stream;
+        util::parallel_for(p.value.size(), util::resolve_threads(0), 1 << 16, [&](std::size_t lo, std::size_t hi) {
+          for (std::size_t i = lo; i < hi; ++i) v[i] = num::rng::uniform(1, st, i, -0.02f, 0.02f);
+        });
+      }
+    } else {
+      m->init_where_held(1);  // CUDA: on the device (init's bits); the host view downloads it once, when read
+    }
+    // The base as the finetune will hold it (train::finetune converts too; done
+    // here so that the peak below is the finetune's, not the masters' set-up).
+    if (a.base == "codes") model::hold_frozen_ternary_as_codes(*m);
     const double init_s = seconds_since(t_init);
+    std::size_t base_bytes = 0;
+    for (const auto& p : m->params()) base_bytes += model::bytes_held(p);
     std::size_t made_bytes = 0;  // what the device holds before the finetune: the base's values
 #ifdef LOCKSTEP_HAVE_CUDA
     if (a.device == "cuda") {
@@ -144,8 +192,11 @@ int main(int argc, char** argv) {
     c.steps = a.warmup + a.steps;
     c.max_seq = a.seq;
     c.log_every = 1000000;
+    c.base_as_codes = a.base == "codes";
     const fs::path dir = fs::temp_directory_path() / fmt::format("lockstep_lora_bench_{}", ::getpid());
     fs::remove_all(dir);
+    reset_peak_rss();
+    const long rss_start_kib = status_kib("VmRSS");
     const auto t_run = Clock::now();
     const auto rep = train::finetune(*m, records, c, dir.string());
     const double run_s = seconds_since(t_run);
@@ -157,6 +208,11 @@ int main(int argc, char** argv) {
     const double adapters_s = run_s - (t1 - t0);
     std::string memory = "peak GPU memory -";
     (void)made_bytes;
+    if (a.device == "cpu")
+      memory = fmt::format("base {} ({:.3f} GiB held), peak RSS {:.2f} GiB during the finetune ({:.2f} GiB at its start)",
+                           a.base, static_cast<double>(base_bytes) / (1ull << 30),
+                           static_cast<double>(status_kib("VmHWM")) / (1 << 20),
+                           static_cast<double>(rss_start_kib) / (1 << 20));
 #ifdef LOCKSTEP_HAVE_CUDA
     if (a.device == "cuda")
       memory = fmt::format("peak GPU memory {:.2f} GiB (pool high-water since the model was made; {:.2f} GiB of it "

@@ -304,11 +304,13 @@ TEST(TensorParam, TheStorageRuleIsChecked) {
   EXPECT_NE(refusal([&] { m::check_param_storage(q); }).find("frozen_value is TERNARY2 [2,4]"), std::string::npos);
 }
 
-// The float CPU model refuses a frozen ternary parameter by name and dtype in
-// every entry point (no silent conversion, no read past an empty value), and
-// so do the checkpoint writer, reader and weight hash, which read F32 values
-// by shape. Put back as F32, the model gives the loss it gave before, bit for bit.
-TEST(TensorParam, TheFloatModelRefusesAFrozenTernaryParamByName) {
+// The CPU model runs a frozen BitLinear projection held as TERNARY2 codes
+// (the engine's codes path: a LoRA base, docs/LORA.md) with the F32 masters'
+// bits; init (which writes F32 values), the checkpoint writer, reader and
+// weight hash, which read F32 values by shape, refuse it by name and dtype (no
+// silent conversion, no read past an empty value), and so does every pass for
+// another dtype. Put back as F32, the model gives the loss it gave before, bit for bit.
+TEST(TensorParam, TheCpuModelRunsTernaryCodesAndRefusesOtherDtypesByName) {
   auto model = m::make_cpu_model(m::preset("bitnet-micro"));
   model->init(5);
   const std::vector<std::int32_t> ids{1, 2, 3, 4, 5, 6, 7, 8}, targets{2, 3, 4, 5, 6, 7, 8, 9};
@@ -317,12 +319,12 @@ TEST(TensorParam, TheFloatModelRefusesAFrozenTernaryParamByName) {
   const std::string name = "model.layers.1.mlp.down_proj.weight";
   m::Param& p = freeze_as_ternary(*model, name);
   const std::vector<float> dequantized = t::to_f32(p.frozen_value);
-  const std::string want = "the CPU model: parameter '" + name +
+  const std::string want = "init: parameter '" + name +
                            "' is held as TERNARY2 (frozen); this model runs F32 parameters only: it is refused, not "
                            "converted";
-  EXPECT_EQ(refusal([&] { model->loss(ids, targets, 2, 4, 1); }), want);
-  EXPECT_EQ(refusal([&] { model->forward_backward(ids, targets, 2, 4, false, 1); }), want);
-  EXPECT_EQ(refusal([&] { model->next_logits(ids, 1); }), want);
+  EXPECT_EQ(bits_of(model->loss(ids, targets, 2, 4, 1)), bits_of(before));
+  EXPECT_EQ(bits_of(model->forward_backward(ids, targets, 2, 4, false, 1)), bits_of(before));
+  EXPECT_NO_THROW(model->next_logits(ids, 1));
   EXPECT_EQ(refusal([&] { model->init(5); }), want);
   EXPECT_NE(refusal([&] { lockstep::train::weights_hash(*model); }).find("weights_hash: parameter '" + name),
             std::string::npos);
@@ -333,10 +335,30 @@ TEST(TensorParam, TheFloatModelRefusesAFrozenTernaryParamByName) {
   EXPECT_NE(refusal([&] { lockstep::train::load_hf_weights(dir.string(), *model); }).find("is held as TERNARY2"),
             std::string::npos);
 
-  // An int8 or bf16 frozen value is refused the same way.
+  // An int8 or bf16 frozen value is refused by every pass.
   p.dtype = DType::bf16;
   p.frozen_value = t::Storage::bf16_rounded(p.shape, dequantized);
-  EXPECT_NE(refusal([&] { model->loss(ids, targets, 2, 4, 1); }).find("is held as BF16 (frozen)"), std::string::npos);
+  const std::string bf16 = "the CPU model: parameter '" + name +
+                           "' is held as BF16 (frozen); this model runs F32, TERNARY2 parameters only: it is "
+                           "refused, not converted";
+  EXPECT_EQ(refusal([&] { model->loss(ids, targets, 2, 4, 1); }), bf16);
+  EXPECT_EQ(refusal([&] { model->forward_backward(ids, targets, 2, 4, false, 1); }), bf16);
+  EXPECT_EQ(refusal([&] { model->next_logits(ids, 1); }), bf16);
+  // TERNARY2 anywhere but a BitLinear projection (the embedding) is refused.
+  p.dtype = DType::f32;
+  p.frozen_value = {};
+  p.trainable = true;
+  p.value.assign(dequantized.size(), 0.0f);
+  p.grad.assign(dequantized.size(), 0.0f);
+  m::Param& e = freeze_as_ternary(*model, "model.embed_tokens.weight");
+  EXPECT_EQ(refusal([&] { model->loss(ids, targets, 2, 4, 1); }),
+            "parameter 'model.embed_tokens.weight' is TERNARY2, but the CPU model runs codes only for the BitLinear "
+            "projections of a bitnet model");
+  e.dtype = DType::f32;
+  e.frozen_value = {};
+  e.trainable = true;
+  e.value.assign(t::numel_of(e.shape), 0.0f);
+  e.grad.assign(e.value.size(), 0.0f);
 
   // Back to F32 with the original values (re-init): the same loss bits as before.
   p.dtype = DType::f32;

@@ -27,6 +27,8 @@
 #include "lockstep/model/model.hpp"
 #include "lockstep/num/fp.hpp"
 #include "lockstep/num/rng.hpp"
+#include "lockstep/ops/quant.hpp"
+#include "lockstep/tensor/storage.hpp"
 #include "lockstep/tok/tokenizer.hpp"
 #include "lockstep/train/finetune.hpp"
 #include "lockstep/train/optim.hpp"
@@ -135,18 +137,29 @@ TEST(Finetune, FrozenBaseIsBitUnchangedAndOnlyAdaptersMove) {
     ASSERT_GT(after.size(), before.size());
     // What the run held for the adapters, counted: value + gradient in the
     // model, two AdamW moments in the trainer; the base its values alone.
-    std::size_t adapter_floats = 0, held = 0, base_bytes = 0;
+    // A BitNet base's projections are held as their 2-bit codes and scale
+    // (train::FinetuneConfig::base_as_codes), the rest as F32 values.
+    std::size_t adapter_floats = 0, held = 0, base_bytes = 0, as_codes = 0;
     for (std::size_t i = 0; i < after.size(); ++i) {
       held += m::bytes_held(after[i]);
-      if (i < before.size()) base_bytes += before[i].value.size() * sizeof(float);
-      else adapter_floats += after[i].value.size();
+      if (i >= before.size()) adapter_floats += after[i].value.size();
+      else if (after[i].dtype == lockstep::tensor::DType::ternary2) base_bytes += m::bytes_held(after[i]), ++as_codes;
+      else base_bytes += before[i].value.size() * sizeof(float);
     }
+    EXPECT_EQ(as_codes, std::string(preset) == "bitnet-micro" ? 2u * 7u : 0u) << preset;
     EXPECT_EQ(rep.moment_bytes, 2 * adapter_floats * sizeof(float)) << preset << ": AdamW moments for the adapters only";
     EXPECT_EQ(held, base_bytes + 2 * adapter_floats * sizeof(float)) << preset << ": the frozen base holds no gradient";
     for (std::size_t i = 0; i < before.size(); ++i) {
       ASSERT_EQ(after[i].name, before[i].name);
       EXPECT_FALSE(after[i].trainable);
       EXPECT_EQ(after[i].grad.capacity(), 0u) << preset << " " << before[i].name << " holds a gradient buffer";
+      if (after[i].dtype == lockstep::tensor::DType::ternary2) {  // the codes and scale of the unchanged masters
+        const auto q = lockstep::ops::quantize_ternary(before[i].value.data(), before[i].value.size());
+        EXPECT_EQ(lockstep::tensor::codes_of(after[i].frozen_value), q.q) << preset << " " << before[i].name;
+        EXPECT_EQ(after[i].frozen_value.scales()[0], q.scale) << preset << " " << before[i].name;
+        EXPECT_EQ(after[i].value.capacity(), 0u) << preset << " " << before[i].name << " holds floats";
+        continue;
+      }
       EXPECT_EQ(std::memcmp(after[i].value.data(), before[i].value.data(), before[i].value.size() * sizeof(float)), 0)
           << preset << " " << before[i].name << " moved";
     }

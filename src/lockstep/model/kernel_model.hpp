@@ -24,6 +24,8 @@
 //                                        where the caller reads them
 #pragma once
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <span>
@@ -32,6 +34,7 @@
 #include <vector>
 
 #include "lockstep/model/decode.hpp"
+#include "lockstep/model/lora_params.hpp"
 #include "lockstep/model/model.hpp"
 #include "lockstep/model/params.hpp"
 #include "lockstep/model/transformer.hpp"
@@ -50,6 +53,7 @@ class KernelModel : public Model {
 
   const ModelConfig& config() const override { return cfg_; }
   void set_recompute(bool recompute) override { engine_.recompute_blocks = recompute; }
+  bool runs_ternary_codes() const override { return kRunsCodes; }
   // LoRA (lora_branch.hpp): the adapter tensors appended to params() run on
   // every kernel set, the host's and the device's.
   void set_lora(const LoraRun& run) override {
@@ -66,7 +70,7 @@ class KernelModel : public Model {
   }
 
   void init(std::uint64_t seed) override {
-    require_runnable_params();
+    require_f32_params(params_, "init");  // it writes F32 values: a parameter held as codes is not re-made
     require_table_params("init");
     for (std::size_t i = 0; i < params_.size(); ++i) {
       init_param(specs_[i], params_[i].value.data(), params_[i].value.size(), seed, 0);
@@ -78,7 +82,7 @@ class KernelModel : public Model {
   // the gradients are zero on the host, as init leaves them.
   void init_where_held(std::uint64_t seed) override {
     if constexpr (requires { storage_.init_values(specs_, seed); }) {
-      require_runnable_params();
+      require_f32_params(params_, "init_where_held");
       require_table_params("init_where_held");
       for (Param& p : params_) std::fill(p.grad.begin(), p.grad.end(), 0.0f);
       storage_.init_values(specs_, seed);
@@ -113,6 +117,13 @@ class KernelModel : public Model {
           "attention is float only (a model trained with --attention float decodes)");
     // LoRA adapter tensors: the session runs the engine's branch at their
     // projections with the run set_lora gave (no dropout), as next_logits does.
+    for (const Param& p : params_) {
+      if (p.dtype != tensor::DType::f32)
+        throw std::logic_error(fmt::format("decoding: parameter '{}' is held as {} codes, which the float model's "
+                                           "decode mode does not read (next_logits does; the decode-only model, "
+                                           "make_decode_model, decodes TERNARY2)",
+                                           p.name, tensor::dtype_name(p.dtype)));
+    }
     auto before = [this](int threads) { begin_pass(threads, false); };
     return std::make_unique<DecodeSession<K, typename Storage::EngineParam, decltype(before)>>(
         cfg_, storage_.engine_params(), kernels_, slots, context, before, engine_.lora);
@@ -131,7 +142,24 @@ class KernelModel : public Model {
   }
   // The float kernels read every parameter as an f32 Param::value: a parameter
   // the caller put in another dtype (params() is writable) is refused by name.
-  void require_runnable_params() const { require_f32_params(params_, Storage::kName); }
+  // A Storage with kRunsCodes (the host's) also runs frozen BitLinear
+  // projections held as TERNARY2 codes (the engine's codes path).
+  static constexpr bool kRunsCodes = [] {
+    if constexpr (requires { Storage::kRunsCodes; }) return Storage::kRunsCodes;
+    return false;
+  }();
+  void require_runnable_params() const {
+    if constexpr (kRunsCodes) {
+      static constexpr tensor::DType kRuns[] = {tensor::DType::f32, tensor::DType::ternary2};
+      require_param_dtypes(params_, kRuns, Storage::kName);
+      for (const Param& p : params_)
+        if (p.dtype == tensor::DType::ternary2 && !is_bitlinear_weight(cfg_, p.name))
+          throw std::invalid_argument("parameter '" + p.name + "' is TERNARY2, but " + Storage::kName +
+                                      " runs codes only for the BitLinear projections of a bitnet model");
+    } else {
+      require_f32_params(params_, Storage::kName);
+    }
+  }
   // The initialization is the family's table's: a list grown since (LoRA's
   // adapter tensors, which add_lora_params initializes) is refused.
   void require_table_params(const char* what) const {
@@ -158,6 +186,7 @@ class KernelModel : public Model {
 struct HostStorage {
   using EngineParam = Param;
   static constexpr const char* kName = "the CPU model";
+  static constexpr bool kRunsCodes = true;
   explicit HostStorage(std::vector<Param>& host) : host_(host) {}
   std::vector<Param>& engine_params() { return host_; }
   void host_view_read() const {}

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "lockstep/model/params.hpp"
+#include "lockstep/ops/quant.hpp"
 #include "lockstep/num/rng.hpp"
 
 namespace lockstep::model {
@@ -91,6 +92,30 @@ void freeze(std::vector<Param>& params) {
     p.trainable = false;
     std::vector<float>().swap(p.grad);
   }
+}
+
+bool is_bitlinear_weight(const ModelConfig& cfg, std::string_view name) {
+  if (cfg.family != Family::Bitnet || !name.starts_with("model.layers.")) return false;
+  for (std::string_view s : {".self_attn.q_proj.weight", ".self_attn.k_proj.weight", ".self_attn.v_proj.weight",
+                             ".self_attn.o_proj.weight", ".mlp.gate_proj.weight", ".mlp.up_proj.weight",
+                             ".mlp.down_proj.weight"})
+    if (name.ends_with(s)) return true;
+  return false;
+}
+
+std::size_t hold_frozen_ternary_as_codes(Model& model) {
+  if (!model.runs_ternary_codes()) return 0;
+  std::size_t converted = 0;
+  for (Param& p : model.params()) {
+    if (p.trainable || p.dtype != tensor::DType::f32 || !is_bitlinear_weight(model.config(), p.name)) continue;
+    const ops::TernaryCodes<float> q = ops::quantize_ternary(p.value.data(), p.value.size());
+    p.frozen_value = tensor::Storage::ternary(p.shape, q.q, q.scale);
+    p.dtype = tensor::DType::ternary2;
+    std::vector<float>().swap(p.value);
+    std::vector<float>().swap(p.grad);
+    ++converted;
+  }
+  return converted;
 }
 
 Adapter adapter_of(const std::vector<Param>& params, const LoraConfig& lora) {

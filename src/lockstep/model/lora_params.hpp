@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "lockstep/model/config.hpp"
@@ -44,6 +45,20 @@ void add_lora_params(std::vector<Param>& params, const ModelConfig& cfg, const L
 // knows the base will be frozen may do it first, before Model::init, so the
 // initialization touches no gradients.
 void freeze(std::vector<Param>& params);
+
+// Whether `name` is one of a bitnet model's BitLinear projection weights
+// (q/k/v/o_proj, gate/up/down_proj of a block).
+bool is_bitlinear_weight(const ModelConfig& cfg, std::string_view name);
+
+// A frozen ternary base held as what it is (docs/LORA.md, "The base held as
+// codes"): every frozen F32 BitLinear projection of a bitnet model becomes a
+// TERNARY2 parameter holding the codes and scale its BitLinear quantizer
+// (ops::quantize_ternary: scale = max(mean|W|, 1e-5), code = clamp(floor(w /
+// scale + 1/2))) gives, and its floats are released. The model's passes on the
+// codes give the F32 masters' bits (only a model that runs them:
+// Model::runs_ternary_codes; for others, and for a trainable or non-bitnet
+// parameter, nothing changes). Returns the number of parameters converted.
+std::size_t hold_frozen_ternary_as_codes(Model& model);
 
 // Whether a parameter name is an adapter tensor's.
 bool is_lora_param(const std::string& name);

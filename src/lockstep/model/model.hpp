@@ -165,6 +165,11 @@ class Model {
     throw std::logic_error("this model does not run LoRA adapters");
   }
 
+  // Whether the passes run a frozen BitLinear weight held as TERNARY2 codes
+  // (model::hold_frozen_ternary_as_codes): the CPU model does, with the F32
+  // masters' bits; others run F32 parameters only.
+  virtual bool runs_ternary_codes() const { return false; }
+
   // Lines about the device work so far (the CUDA model: what its start-up
   // gates proved, its live audits' launches, cells and cost); "" for the CPU model.
   virtual std::string report() const { return {}; }

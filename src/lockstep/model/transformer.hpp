@@ -220,7 +220,24 @@ class FamilyEngine {
   }
 
   // --- what the handlers read -------------------------------------------------
-  const T* P(std::size_t i) const { return params_[i].value.data(); }
+  // A BitLinear weight held as TERNARY2 codes (a frozen LoRA base on the CPU
+  // model, model::hold_frozen_ternary_as_codes) has no floats: its key is the
+  // address of its code bytes, which only proj_fwd / proj_bwd read (codes_at).
+  const T* P(std::size_t i) const {
+    if constexpr (requires { params_[i].frozen_value; })
+      if (params_[i].dtype == tensor::DType::ternary2)
+        return reinterpret_cast<const T*>(params_[i].frozen_value.bytes().data());
+    return params_[i].value.data();
+  }
+  // The codes of the parameter whose key is w, or nullptr (w is floats).
+  const tensor::Storage* codes_at(const T* w) const {
+    if constexpr (requires { params_[0].frozen_value; }) {
+      for (const auto& p : params_)
+        if (p.dtype == tensor::DType::ternary2 && reinterpret_cast<const T*>(p.frozen_value.bytes().data()) == w)
+          return &p.frozen_value;
+    }
+    return nullptr;
+  }
   // A frozen matrix's is nullptr (grad_skipped): the Linear and BitLinear
   // kernels of every set then compute no dW, only dx.
   T* G(std::size_t i) { return gdst_[i]; }
@@ -286,22 +303,54 @@ class FamilyEngine {
       k_.template backward<ops::Attention>(attention(), a);
   }
 
+  // A weight held as codes (codes_at) runs on the kernel set's codes kernels
+  // (cpu::OpKernels::bitlinear_codes_*: the F32 masters' bits); only BitLinear
+  // weights are ever held so, and a kernel set without them is refused.
+  const tensor::Storage* proj_codes(const T* w, bool bitlinear) const {
+    const tensor::Storage* codes = codes_at(w);
+    if (codes != nullptr && !bitlinear)
+      throw std::logic_error("model: a weight held as TERNARY2 codes reached a float linear step");
+    return codes;
+  }
   template <class Op>
   void proj_fwd(std::size_t rows, std::size_t in, std::size_t out, const T* x, const T* w, T* y, Aux& aux) {
-    if constexpr (std::is_same_v<Op, ops::BitLinear>)
-      k_.template forward<ops::BitLinear>({rows, in, out}, {.x = x, .w = w, .y = y}, aux);
-    else
+    const tensor::Storage* codes = proj_codes(w, std::is_same_v<Op, ops::BitLinear>);
+    if constexpr (std::is_same_v<Op, ops::BitLinear>) {
+      if constexpr (requires { k_.bitlinear_codes_fwd({rows, in, out}, x, nullptr, 1.0f, y); }) {
+        if (codes != nullptr)
+          k_.bitlinear_codes_fwd({rows, in, out}, x, codes->bytes().data(), codes->scales()[0], y);
+        else
+          k_.template forward<ops::BitLinear>({rows, in, out}, {.x = x, .w = w, .y = y}, aux);
+      } else {
+        if (codes != nullptr) throw std::logic_error("model: this kernel set runs no BitLinear weight held as codes");
+        k_.template forward<ops::BitLinear>({rows, in, out}, {.x = x, .w = w, .y = y}, aux);
+      }
+    } else {
       linear_fwd({rows, in, out, false}, {.x = x, .w = w, .b = nullptr, .y = y});
+    }
     if (auto* slot = lora_.slot_for(*this, w)) lora_.forward(*this, *slot, rows, in, out, x, y);
   }
   template <class Op>
   void proj_bwd(std::size_t rows, std::size_t in, std::size_t out, const T* x, const T* w, const T* dy, T* dx, T* dw,
                 Aux& aux) {
-    if constexpr (std::is_same_v<Op, ops::BitLinear>)
-      k_.template backward<ops::BitLinear>({rows, in, out}, {.x = x, .w = w, .dy = dy, .dx = dx, .dw = dw},
-                                           aux);
-    else
+    const tensor::Storage* codes = proj_codes(w, std::is_same_v<Op, ops::BitLinear>);
+    if constexpr (std::is_same_v<Op, ops::BitLinear>) {
+      if constexpr (requires { k_.bitlinear_codes_bwd({rows, in, out}, nullptr, 1.0f, dy, dx); }) {
+        if (codes != nullptr) {
+          if (dw != nullptr) throw std::logic_error("model: a weight held as codes is frozen: it has no dW");
+          k_.bitlinear_codes_bwd({rows, in, out}, codes->bytes().data(), codes->scales()[0], dy, dx);
+        } else {
+          k_.template backward<ops::BitLinear>({rows, in, out}, {.x = x, .w = w, .dy = dy, .dx = dx, .dw = dw},
+                                               aux);
+        }
+      } else {
+        if (codes != nullptr) throw std::logic_error("model: this kernel set runs no BitLinear weight held as codes");
+        k_.template backward<ops::BitLinear>({rows, in, out}, {.x = x, .w = w, .dy = dy, .dx = dx, .dw = dw},
+                                             aux);
+      }
+    } else {
       linear_bwd({rows, in, out, false}, {.x = x, .w = w, .dy = dy, .dx = dx, .dw = dw, .db = nullptr});
+    }
     if (auto* slot = lora_.slot_for(*this, w)) lora_.backward(*this, *slot, rows, in, out, x, dy, dx);
   }
 
@@ -396,6 +445,13 @@ class FamilyEngine {
     for (const auto& p : params_) {
       std::size_t n = 1;
       for (std::int64_t d : p.shape) n *= static_cast<std::size_t>(d);
+      if constexpr (requires { p.frozen_value; }) {  // held as TERNARY2 codes: no floats
+        if (p.dtype == tensor::DType::ternary2 && !p.trainable) {
+          if (!p.value.empty() || !p.grad.empty() || p.frozen_value.numel() != n)
+            throw std::invalid_argument("model: parameter " + p.name + " held as codes has floats or another size");
+          continue;
+        }
+      }
       if (p.value.size() != n || (p.grad.size() != n && (p.trainable || !p.grad.empty())))
         throw std::invalid_argument("model: parameter " + p.name + " has value/grad sizes that do not match its shape");
     }
@@ -409,6 +465,8 @@ class FamilyEngine {
   // positions, every matrix under the int8 units (their kernels always write
   // dW), and the vectors (norm weights, biases: a row's worth each).
   bool grad_skipped(std::size_t i) const {
+    if constexpr (requires { params_[i].frozen_value; })
+      if (params_[i].dtype == tensor::DType::ternary2) return true;  // codes: only BitLinear reads them, no dW
     if (params_[i].trainable || params_[i].shape.size() != 2 || cfg_.linear == LinearMode::Units) return false;
     if constexpr (requires { outer_.wpe; })
       if (i == outer_.wpe) return false;

@@ -221,6 +221,7 @@ std::FILE* open_metrics(const fs::path& path, std::int64_t keep_through) {
 
 void load_lora_state(model::Model& model, const FinetuneConfig& cfg, const std::string& out) {
   model::add_lora_params(model.params(), model.config(), cfg.lora, cfg.seed);
+  if (cfg.base_as_codes) model::hold_frozen_ternary_as_codes(model);
   read_state(out, model, nullptr);
   model.set_lora(lora_run(cfg, false, 0));
 }
@@ -240,6 +241,7 @@ FinetuneReport finetune(model::Model& model, const std::vector<data::SftExample>
   fs::create_directories(out);
 
   model::add_lora_params(model.params(), mc, cfg.lora, cfg.seed);
+  if (cfg.base_as_codes) model::hold_frozen_ternary_as_codes(model);
   auto& ps = model.params();
   Moments mo;
   mo.m.resize(ps.size());

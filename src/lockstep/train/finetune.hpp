@@ -54,6 +54,12 @@ struct FinetuneConfig {
   std::int64_t save_every = 0;  // 0: at the end only
   std::int64_t log_every = 10;  // plain progress lines (not a terminal)
   int threads = 0;              // 0: all cores
+  // A frozen ternary base (BitNet's projections) held as its 2-bit codes and
+  // scale on a model that runs them (the CPU model; model::hold_frozen_ternary_as_codes),
+  // not as F32 masters: the same bits, a sixteenth of the bytes. Not in the
+  // state's config (it changes no result); false keeps the masters (the
+  // benchmark's comparison).
+  bool base_as_codes = true;
   void validate() const;        // throws std::invalid_argument naming the field
   std::string to_json() const;
 };

@@ -89,9 +89,10 @@ void tile(const float* A, std::size_t sai, std::size_t sak, std::size_t i0, cons
 // Rows [i0, i1) of C, columns [jb, J) from column tile jb / W up to tile
 // je / W: for each column tile, walk k in blocks; the tile's partial sums live
 // in a small buffer between blocks (same chain per cell).
+// Bp holds columns from bcol0 on (a single column tile's buffer: bcol0 = its first column).
 void rows(std::size_t i0, std::size_t i1, std::size_t J, std::size_t K, const float* A, std::size_t sai,
           std::size_t sak, const float* Bp, std::size_t ldb, float* C, std::size_t ldc, std::size_t jb = 0,
-          std::size_t je = ~std::size_t{0}) {
+          std::size_t je = ~std::size_t{0}, std::size_t bcol0 = 0) {
   constexpr std::size_t R = Isa::R, W = Isa::W;
   alignas(64) float ct[R * W];
   for (std::size_t i = i0; i < i1; i += R) {
@@ -102,9 +103,10 @@ void rows(std::size_t i0, std::size_t i1, std::size_t J, std::size_t K, const fl
       for (std::size_t k0 = 0; k0 < K; k0 += kDepth) {
         const std::size_t k1 = K - k0 < kDepth ? K : k0 + kDepth;
         if (rn == R)
-          tile<R>(A, sai, sak, i, Bp, ldb, j0, k0, k1, ct, k0 == 0);
+          tile<R>(A, sai, sak, i, Bp, ldb, j0 - bcol0, k0, k1, ct, k0 == 0);
         else
-          for (std::size_t r = 0; r < rn; ++r) tile<1>(A, sai, sak, i + r, Bp, ldb, j0, k0, k1, ct + r * W, k0 == 0);
+          for (std::size_t r = 0; r < rn; ++r)
+            tile<1>(A, sai, sak, i + r, Bp, ldb, j0 - bcol0, k0, k1, ct + r * W, k0 == 0);
       }
       for (std::size_t r = 0; r < rn; ++r)
         for (std::size_t j = 0; j < jn; ++j) {
@@ -357,6 +359,23 @@ void gemm_packed(std::size_t I, std::size_t J, std::size_t K, const float* A, st
   const std::size_t tiles = (J + Isa::W - 1) / Isa::W;
   util::parallel_for(tiles, threads, 4, [&](std::size_t lo, std::size_t hi) {
     rows(0, I, J, K, A, sai, sak, Bp, ldb, C, ldc, lo * Isa::W, hi * Isa::W);
+  });
+}
+
+std::size_t tile_width() { return Isa::W; }
+
+void gemm_b_tiles(std::size_t I, std::size_t J, std::size_t K, const float* A, std::size_t sai, std::size_t sak,
+                  const BTileFill& fill, float* C, std::size_t ldc, int threads) {
+  if (I == 0 || J == 0) return;
+  const std::size_t tiles = (J + Isa::W - 1) / Isa::W;
+  util::parallel_for(tiles, threads, 1, [&](std::size_t lo, std::size_t hi) {
+    std::vector<float> tile_b(K * Isa::W);  // one column tile of B: [K][W], a thread's own
+    for (std::size_t t = lo; t < hi; ++t) {
+      const std::size_t j0 = t * Isa::W, jn = std::min(Isa::W, J - j0);
+      fill(j0, jn, tile_b.data());
+      for (std::size_t k = 0; k < K; ++k) std::fill(tile_b.data() + k * Isa::W + jn, tile_b.data() + (k + 1) * Isa::W, 0.0f);
+      rows(0, I, J, K, A, sai, sak, tile_b.data(), Isa::W, C, ldc, j0, j0 + Isa::W, j0);
+    }
   });
 }
 

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 
 namespace lockstep::cpu {
 
@@ -31,6 +32,17 @@ std::size_t packed_ld(std::size_t J);
 void pack_b(std::size_t J, std::size_t K, const float* B, std::size_t sbk, std::size_t sbj, float* Bp, int threads);
 void gemm_packed(std::size_t I, std::size_t J, std::size_t K, const float* A, std::size_t sai, std::size_t sak,
                  const float* Bp, std::size_t ldb, float* C, std::size_t ldc, int threads);
+
+// gemm's cells with gemm's chains (the same bits), B given column tile by
+// column tile instead of as a matrix: fill(j0, jn, tile) writes B(k, j0 + j)
+// at tile[k·tile_width() + j] for k < K, j < jn (the rest of each row is
+// zeroed after it). For an operand never held whole as floats (a BitLinear
+// weight held as 2-bit codes: one tile of floats a thread at a time). Column
+// tiles across threads, all the rows on each.
+using BTileFill = std::function<void(std::size_t j0, std::size_t jn, float* tile)>;
+std::size_t tile_width();
+void gemm_b_tiles(std::size_t I, std::size_t J, std::size_t K, const float* A, std::size_t sai, std::size_t sak,
+                  const BTileFill& fill, float* C, std::size_t ldc, int threads);
 
 // The three products of a linear layer (nn.Linear layout, W is [M, K]):
 // Y = X·Wᵀ, dX = dY·W, dW = dYᵀ·X (sum over rows n ascending).

@@ -220,6 +220,63 @@ void OpKernels::run(const ops::QuantLinearConfig& c, const ops::BitLinear::BwdAr
   if (dw != nullptr) gemm_dytx(c.rows, c.out, c.in, dy, aux.a.data(), dw, threads);  // nullptr: a frozen weight
 }
 
+
+namespace {
+// Code i of a TERNARY2 tensor (field - 1).
+inline float ternary2_code(const std::uint8_t* codes, std::size_t i) {
+  return static_cast<float>(static_cast<int>((codes[i >> 2] >> (2 * (i & 3))) & 3u) - 1);
+}
+}  // namespace
+
+void OpKernels::bitlinear_codes_fwd(const ops::QuantLinearConfig& c, const float* x, const std::uint8_t* codes,
+                                    float scale, float* y) {
+  ops::BitLinear::validate(c);
+  const std::size_t N = c.rows, K = c.in, M = c.out;
+  // Activations: per-row absmax int8, as run(BitLinear) quantizes them.
+  codes_x_.resize(N * K);
+  step_.resize(N);
+  float* step = step_.data();
+  const auto floor_x = static_cast<float>(ops::BitLinear::kActFloor);
+  util::parallel_for(N, threads, grain_for(4 * K), [&](std::size_t lo, std::size_t hi) {
+    float* a = scratch(K);
+    for (std::size_t n = lo; n < hi; ++n) {
+      const float* xr = x + n * K;
+      for (std::size_t k = 0; k < K; ++k) a[k] = std::fabs(xr[k]);
+      const float m = ops::max2(red::max(a, K), floor_x);
+      const float inv = 127.0f / m;
+      for (std::size_t k = 0; k < K; ++k)
+        codes_x_[n * K + k] = ops::min2(ops::max2(std::floor(xr[k] * inv + 0.5f), -127.0f), 127.0f);
+      step[n] = m / 127.0f;
+    }
+  });
+  // y = x_codes · W_codesᵀ: B(k, m) = code[m, k], a column tile = rows m of W.
+  const std::size_t tw = tile_width();
+  gemm_b_tiles(N, M, K, codes_x_.data(), K, 1,
+               [&](std::size_t j0, std::size_t jn, float* tile) {
+                 for (std::size_t j = 0; j < jn; ++j)
+                   for (std::size_t k = 0; k < K; ++k) tile[k * tw + j] = ternary2_code(codes, (j0 + j) * K + k);
+               },
+               y, M, threads);
+  util::parallel_for(N, threads, grain_for(M), [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t n = lo; n < hi; ++n)
+      for (std::size_t m = 0; m < M; ++m) y[n * M + m] = (y[n * M + m] * step[n]) * scale;
+  });
+}
+
+void OpKernels::bitlinear_codes_bwd(const ops::QuantLinearConfig& c, const std::uint8_t* codes, float scale,
+                                    const float* dy, float* dx) {
+  ops::BitLinear::validate(c);
+  const std::size_t K = c.in, M = c.out;
+  // dx = dy·Ŵ: B(m, k) = Ŵ[m, k] = code[m, k] · scale, a column tile = columns k of W.
+  const std::size_t tw = tile_width();
+  gemm_b_tiles(c.rows, K, M, dy, M, 1,
+               [&](std::size_t j0, std::size_t jn, float* tile) {
+                 for (std::size_t m = 0; m < M; ++m)
+                   for (std::size_t j = 0; j < jn; ++j) tile[m * tw + j] = ternary2_code(codes, m * K + j0 + j) * scale;
+               },
+               dx, K, threads);
+}
+
 // --- the int8 unit linear (ops/units.hpp) ---------------------------------------
 
 // The quantizers and the epilogue are shared with the fused units paths

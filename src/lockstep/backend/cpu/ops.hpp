@@ -60,6 +60,19 @@ class OpKernels : public ad::KeyedKernels<OpKernels, float> {
                         const ops::UnitBwdPart* parts, std::size_t n_parts);
   void units_mlp_gelu_fwd(const ops::UnitMlpGelu& a, Aux& gelu_aux);
 
+  // BitLinear on a frozen weight held as its ternary codes (a LoRA base: no
+  // f32 copy of it anywhere), in TERNARY2's bytes (tensor/storage.hpp: element
+  // i in byte i / 4 at bits 2·(i % 4), the field code + 1) and its one scale:
+  // the bits of run(BitLinear) on F32 masters whose quantizer gives these
+  // codes and scale. Forward: the same code product and epilogue, the weight
+  // codes given to the GEMM one column tile at a time (cpu::gemm_b_tiles);
+  // nothing kept (a frozen weight has no dW). Backward: dx = dy·Ŵ, Ŵ = code ·
+  // scale made tile by tile (the forward's kept Ŵ, bit for bit). No dW.
+  void bitlinear_codes_fwd(const ops::QuantLinearConfig& c, const float* x, const std::uint8_t* codes, float scale,
+                           float* y);
+  void bitlinear_codes_bwd(const ops::QuantLinearConfig& c, const std::uint8_t* codes, float scale, const float* dy,
+                           float* dx);
+
  private:
   // RoPE's cos/sin table for the last configuration asked (ops::Rope::table).
   const ops::Rope::Table<float>& rope_table(const ops::Rope::Config& c);
