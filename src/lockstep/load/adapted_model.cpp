@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <span>
 #include <stdexcept>
@@ -212,18 +211,6 @@ std::unique_ptr<model::Model> make_adapted_model(LoadedModel base, model::Adapte
           "model: use --device cpu, or --merge-adapter for '{}'",
           device));
     return make_spec_adapted_model(std::move(base), std::move(adapter));
-  }
-  // The CUDA decode with adapters is written and its GPU tests exist
-  // (test_infer_decode_lora_gpu, test_load_adapter_cli_cuda) but no GPU has run
-  // them yet (session 9 had no device time): until one has, a user gets a
-  // refusal rather than bits nobody has seen equal the CPU's. The GPU tests set
-  // LOCKSTEP_CUDA_ADAPTER_DECODE=1; remove this once they pass on the device.
-  if (device == "cuda") {
-    const char* on = std::getenv("LOCKSTEP_CUDA_ADAPTER_DECODE");
-    if (on == nullptr || std::string(on) != "1")
-      throw std::invalid_argument(
-          "--adapter --device cuda: the CUDA decode with adapters has not been verified on a GPU yet; use --device "
-          "cpu, or --merge-adapter (LOCKSTEP_CUDA_ADAPTER_DECODE=1 runs it unverified)");
   }
   // The model's LoRA layers: the adapter tensors under the names the engine
   // finds them by (lora_branch.hpp), every parameter frozen (no gradients held).
