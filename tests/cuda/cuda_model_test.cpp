@@ -5,6 +5,7 @@
 // corrupted output cell.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -93,7 +94,13 @@ INSTANTIATE_TEST_SUITE_P(Micro, Families, ::testing::Values("gpt2-micro", "llama
 
 TEST(CudaMemory, ASteadyStateStepAllocatesNothing) {
   model::ModelConfig cfg = model::preset("gpt2-micro");
+  // Progress lines with their times: session 10 saw this test run past 300 s
+  // on the H200 (the rest of the binary: 50 s), so say where the time goes.
+  const auto t0 = std::chrono::steady_clock::now();
+  auto since = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
   auto gpu = model::make_cuda_model(cfg, "off");
+  std::printf("model made (start-up gates included) at %.1f s\n", since());
+  std::fflush(stdout);
   gpu->init(1);
   ASSERT_NE(gpu->step_stages(), nullptr);
   const std::int64_t B = 4, T = 32;
@@ -103,7 +110,11 @@ TEST(CudaMemory, ASteadyStateStepAllocatesNothing) {
     train::run_step(*gpu->step_stages(), {in, tg, B, T, 1}, 1.0f, train::adamw_scalars(adamw, 1e-3f, t), {}, 0);
   };
   step(1);
+  std::printf("step 1 at %.1f s\n", since());
+  std::fflush(stdout);
   step(2);
+  std::printf("step 2 at %.1f s\n", since());
+  std::fflush(stdout);
   const std::size_t before = cuda::allocation_count();
   for (std::int64_t t = 3; t <= 6; ++t) step(t);
   std::printf("cudaMalloc calls: %zu after 2 steps, %zu after 6; %zu bytes held\n", before,
