@@ -22,6 +22,11 @@ Libs: -L\${libdir} -lpcre2-8
 Cflags: -I\${includedir}
 PC
   export PKG_CONFIG_PATH="$pc${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+  # Tests that read ../shared/testdata (the LLaMA-3 tokenizer) find the copy
+  # carried in third_party/testdata when the device has no ../shared beside it.
+  if [ ! -e "$root/../shared/testdata" ] && [ -d "$root/third_party/testdata" ]; then
+    mkdir -p "$root/../shared" && ln -s "$root/third_party/testdata" "$root/../shared/testdata"
+  fi
   return 0 2>/dev/null || exit 0
 fi
 set -euo pipefail
@@ -29,4 +34,9 @@ mkdir -p "$root/third_party/xxhash" "$root/third_party/pcre2/include" "$root/thi
 cp /usr/include/xxhash.h "$root/third_party/xxhash/"
 cp /usr/include/pcre2.h "$root/third_party/pcre2/include/"
 cp /usr/lib/x86_64-linux-gnu/libpcre2-8.a "$root/third_party/pcre2/lib/"
+# The LLaMA-3 tokenizer for the GPU tests that read ../shared/testdata (11 MB).
+if [ -d "$root/../shared/testdata/llama3" ]; then
+  mkdir -p "$root/third_party/testdata"
+  cp -r "$root/../shared/testdata/llama3" "$root/third_party/testdata/"
+fi
 echo "device_prepare: third_party/ holds xxhash.h and PCRE2 ($(du -sh "$root/third_party" | cut -f1)); carry [\"third_party\"] (and \"data/janeaustenr\" for anything that trains on the embedded corpus)"
