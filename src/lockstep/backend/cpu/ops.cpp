@@ -152,6 +152,42 @@ void OpKernels::run(const ops::Linear::Config& c, const ops::Linear::BwdArgs<flo
   if (c.bias) column_sums(dy, c.rows, c.out, db, threads);
 }
 
+// BitLinear's activations, row n of x [N, K]: its absmax (the canonical max,
+// floored at kActFloor), the codes round(x · 127/m) clamped to ±127 into
+// codes_x_ (as floats, the GEMM's operand), the step m/127 into step_[n], and,
+// when xhat is given, x̂ = code · step (what the backward's dW reads).
+void OpKernels::quantize_bitlinear_activations(const float* x, std::size_t N, std::size_t K, float* xhat) {
+  codes_x_.resize(N * K);
+  step_.resize(N);
+  float* step = step_.data();
+  const auto floor_x = static_cast<float>(ops::BitLinear::kActFloor);
+  util::parallel_for(N, threads, grain_for(4 * K), [&](std::size_t lo, std::size_t hi) {
+    float* a = scratch(K);
+    for (std::size_t n = lo; n < hi; ++n) {
+      const float* xr = x + n * K;
+      for (std::size_t k = 0; k < K; ++k) a[k] = std::fabs(xr[k]);
+      const float m = ops::max2(red::max(a, K), floor_x);
+      const float inv = 127.0f / m;
+      const float st = m / 127.0f;
+      for (std::size_t k = 0; k < K; ++k) {
+        const float q = ops::min2(ops::max2(std::floor(xr[k] * inv + 0.5f), -127.0f), 127.0f);
+        codes_x_[n * K + k] = q;
+        if (xhat != nullptr) xhat[n * K + k] = q * st;
+      }
+      step[n] = st;
+    }
+  });
+}
+
+// BitLinear's epilogue over y [N, M] holding f32(int32 acc): (acc · step_n) · scale.
+void OpKernels::scale_bitlinear_outputs(std::size_t N, std::size_t M, float scale, float* y) {
+  const float* step = step_.data();
+  util::parallel_for(N, threads, grain_for(M), [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t n = lo; n < hi; ++n)
+      for (std::size_t m = 0; m < M; ++m) y[n * M + m] = (y[n * M + m] * step[n]) * scale;
+  });
+}
+
 // BitLinear (ops/quant.hpp). The codes are small integers, so the int32
 // accumulation Σ_k qx·qw is computed by the float GEMM on the codes: every
 // partial sum is an integer of magnitude <= 127·K < 2^24 (K <= 131071), hence
@@ -179,32 +215,10 @@ void OpKernels::run(const ops::QuantLinearConfig& c, const ops::BitLinear::FwdAr
   });
   aux.s = mw;
   // Activations: per-row absmax int8 (ops::quantize_rows), rows on threads.
-  codes_x_.resize(N * K);
   aux.a.resize(N * K);
-  step_.resize(N);
-  float* step = step_.data();
-  const auto floor_x = static_cast<float>(ops::BitLinear::kActFloor);
-  util::parallel_for(N, threads, grain_for(4 * K), [&](std::size_t lo, std::size_t hi) {
-    float* a = scratch(K);
-    for (std::size_t n = lo; n < hi; ++n) {
-      const float* xr = x + n * K;
-      for (std::size_t k = 0; k < K; ++k) a[k] = std::fabs(xr[k]);
-      const float m = ops::max2(red::max(a, K), floor_x);
-      const float inv = 127.0f / m;
-      const float st = m / 127.0f;
-      for (std::size_t k = 0; k < K; ++k) {
-        const float q = ops::min2(ops::max2(std::floor(xr[k] * inv + 0.5f), -127.0f), 127.0f);
-        codes_x_[n * K + k] = q;
-        aux.a[n * K + k] = q * st;  // x̂
-      }
-      step[n] = st;
-    }
-  });
+  quantize_bitlinear_activations(x, N, K, aux.a.data());
   gemm_xwt(N, M, K, codes_x_.data(), codes_w_.data(), y, threads);  // = f32(int32 acc), exactly
-  util::parallel_for(N, threads, grain_for(M), [&](std::size_t lo, std::size_t hi) {
-    for (std::size_t n = lo; n < hi; ++n)
-      for (std::size_t m = 0; m < M; ++m) y[n * M + m] = (y[n * M + m] * step[n]) * mw;
-  });
+  scale_bitlinear_outputs(N, M, mw, y);
 }
 
 // STE backward: dx = dy·Ŵ, dW = dyᵀ·x̂ (canonical GEMM chains).
@@ -232,23 +246,7 @@ void OpKernels::bitlinear_codes_fwd(const ops::QuantLinearConfig& c, const float
                                     float scale, float* y) {
   ops::BitLinear::validate(c);
   const std::size_t N = c.rows, K = c.in, M = c.out;
-  // Activations: per-row absmax int8, as run(BitLinear) quantizes them.
-  codes_x_.resize(N * K);
-  step_.resize(N);
-  float* step = step_.data();
-  const auto floor_x = static_cast<float>(ops::BitLinear::kActFloor);
-  util::parallel_for(N, threads, grain_for(4 * K), [&](std::size_t lo, std::size_t hi) {
-    float* a = scratch(K);
-    for (std::size_t n = lo; n < hi; ++n) {
-      const float* xr = x + n * K;
-      for (std::size_t k = 0; k < K; ++k) a[k] = std::fabs(xr[k]);
-      const float m = ops::max2(red::max(a, K), floor_x);
-      const float inv = 127.0f / m;
-      for (std::size_t k = 0; k < K; ++k)
-        codes_x_[n * K + k] = ops::min2(ops::max2(std::floor(xr[k] * inv + 0.5f), -127.0f), 127.0f);
-      step[n] = m / 127.0f;
-    }
-  });
+  quantize_bitlinear_activations(x, N, K, nullptr);  // as run(BitLinear) quantizes them
   // y = x_codes · W_codesᵀ: B(k, m) = code[m, k], a column tile = rows m of W.
   const std::size_t tw = tile_width();
   gemm_b_tiles(N, M, K, codes_x_.data(), K, 1,
@@ -257,10 +255,7 @@ void OpKernels::bitlinear_codes_fwd(const ops::QuantLinearConfig& c, const float
                    for (std::size_t k = 0; k < K; ++k) tile[k * tw + j] = ternary2_code(codes, (j0 + j) * K + k);
                },
                y, M, threads);
-  util::parallel_for(N, threads, grain_for(M), [&](std::size_t lo, std::size_t hi) {
-    for (std::size_t n = lo; n < hi; ++n)
-      for (std::size_t m = 0; m < M; ++m) y[n * M + m] = (y[n * M + m] * step[n]) * scale;
-  });
+  scale_bitlinear_outputs(N, M, scale, y);
 }
 
 void OpKernels::bitlinear_codes_bwd(const ops::QuantLinearConfig& c, const std::uint8_t* codes, float scale,

@@ -74,6 +74,11 @@ class OpKernels : public ad::KeyedKernels<OpKernels, float> {
                            float* dx);
 
  private:
+  // BitLinear's two halves around the code product, shared by run(BitLinear)
+  // and bitlinear_codes_fwd: the activation codes (codes_x_, step_; x̂ too
+  // when xhat is given) and the epilogue (acc · step_n) · scale.
+  void quantize_bitlinear_activations(const float* x, std::size_t N, std::size_t K, float* xhat);
+  void scale_bitlinear_outputs(std::size_t N, std::size_t M, float scale, float* y);
   // RoPE's cos/sin table for the last configuration asked (ops::Rope::table).
   const ops::Rope::Table<float>& rope_table(const ops::Rope::Config& c);
   void rope_apply(const ops::Rope::Config& c, const float* x, float* y, bool inverse);
