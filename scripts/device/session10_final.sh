@@ -1,0 +1,39 @@
+#!/bin/bash
+# Session 10's one device call after the helpers' merge (budget: ~6 min of wall after the start-up).
+# The summary goes straight to $OUT and the logs as one tarball (only a few files come back from a call), every step has
+# a timeout cut to what is left before DEADLINE, and nothing is started after it.
+#   1. build only the targets below (-j 16);
+#   2. the GPU tests in parallel streams, each pinned to its own host cores;
+#   3. the benchmarks alone: decode (the session-10 defaults against the session-9 kernels) and the units step.
+source scripts/device_prepare.sh --on-device; set +eu
+L=/tmp/s10logs; rm -rf $L; mkdir -p $L; T0=$(date +%s); DEADLINE=$((T0 + ${BUDGET_S:-380}))
+stamp() { echo "$1 at $(( $(date +%s) - T0 )) s" | tee -a $OUT/summary; }
+left() { local l=$(( DEADLINE - $(date +%s) )); [ $l -lt $1 ] && echo $l || echo $1; }
+run() {  # run NAME SECONDS CMD...: pinned to $CORES, cut at the deadline
+  local name=$1 t; t=$(left $2); shift 2
+  [ "$t" -le 5 ] && { stamp "$name skipped (deadline)"; return; }
+  timeout $t taskset -c ${CORES:-0-3} "$@" > $L/$name.log 2>&1; stamp "$name exit $?"
+}
+TARGETS="test_infer_decode_kernels_gpu test_infer_decode_gpu test_infer_decode_graphs_gpu test_cuda_col_quant
+  test_cuda_gate_mutants test_cuda_units_model test_cuda_lora test_cuda_model test_load_adapter_cli_cuda lockstep_cli
+  decode_bench ${EXTRA_TARGETS:-}"
+cmake -S . -B /tmp/b -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOCKSTEP_CUDA=ON -DLOCKSTEP_WERROR=ON > $L/cfg.log 2>&1
+timeout $(left 200) cmake --build /tmp/b -j 16 --target $TARGETS > $L/build.log 2>&1 \
+  || grep -E "error|FAILED" -A5 $L/build.log | head -40 > $L/build_errors.log
+stamp built
+D=/tmp/b/tests
+( CORES=0-3 run decode 130 $D/infer/test_infer_decode_gpu; CORES=0-3 run graphs 60 $D/infer/test_infer_decode_graphs_gpu ) &
+( CORES=4-7 run kernels 90 $D/infer/test_infer_decode_kernels_gpu; CORES=4-7 run col_quant 60 $D/cuda/test_cuda_col_quant
+  CORES=4-7 run gate_mutants 40 $D/cuda/test_cuda_gate_mutants --gtest_filter='*col_quant*:CudaGateMutants.ListCoversTheEnum' ) &
+( CORES=8-11 run cuda_lora 150 $D/cuda/test_cuda_lora; [ -n "${CODES_TEST:-}" ] && CORES=8-11 run codes 60 $CODES_TEST ) &
+( CORES=12-15 run cuda_memory 100 $D/cuda/test_cuda_model --gtest_filter='CudaMemory.*'
+  CORES=12-15 run adapter_cli 60 $D/load/test_load_adapter_cli_cuda; CORES=12-15 run units_model 60 $D/cuda/test_cuda_units_model ) &
+wait
+tar czf $OUT/tests.tgz -C /tmp s10logs
+B=/tmp/b/bench/infer/decode_bench
+CORES=0-1 run bench_new 90 $B --device cuda --preset bitnet-b1.58-2b --ctx 512 --batch 1,8,32 --prompt 32 --tokens 64
+CORES=0-1 LOCKSTEP_DECODE_EPILOGUES=0 LOCKSTEP_DECODE_ATTENTION=v1 run bench_s9 60 $B --device cuda \
+  --preset bitnet-b1.58-2b --ctx 512 --batch 1 --prompt 32 --tokens 64
+tar czf $OUT/tests.tgz -C /tmp s10logs
+grep -hE "^\[  (PASSED|FAILED)|planted|Skipped|^ *(1|8|32) " $L/*.log | sort | uniq -c | head -60 > $OUT/passes
+cat $OUT/summary $OUT/passes
