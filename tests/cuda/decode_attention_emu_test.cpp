@@ -16,18 +16,20 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "cuda_host_emu.hpp"
 // decode_attention_v2.cu's own includes first, so that the hook below renames only its calls.
-#include "lockstep/backend/cuda/batched_copy.cuh"
 #include "lockstep/backend/cuda/cp_async.cuh"
 #include "lockstep/backend/cuda/decode_launch.hpp"
 #include "lockstep/backend/cuda/device.hpp"
+#include "lockstep/backend/cuda/stage_keys.cuh"
 #include "lockstep/backend/cuda/trace_launch.hpp"
 #include "lockstep/ops/attention.hpp"
 #include "lockstep/ops/cached_attention.hpp"
@@ -220,4 +222,19 @@ TEST(CachedAttentionV2Emulated, ShapesPastItsLimitsAreLeftToV1) {
   s.ctx = 512;
   s.kv_heads = 0;
   EXPECT_FALSE(ll::cached_attention_v2_fits(s)) << "no kv heads";
+}
+
+// The switch: set_decode_attention_version picks v1 or v2, 0 goes back to the environment's choice
+// (LOCKSTEP_DECODE_ATTENTION, unset: kDefaultDecodeAttention); another number is refused by name.
+TEST(CachedAttentionV2Emulated, TheVersionSwitch) {
+  ll::set_decode_attention_version(1);
+  EXPECT_EQ(ll::decode_attention_version(), 1);
+  ll::set_decode_attention_version(2);
+  EXPECT_EQ(ll::decode_attention_version(), 2);
+  EXPECT_THROW(ll::set_decode_attention_version(3), std::invalid_argument);
+  ll::set_decode_attention_version(0);
+  const char* env = std::getenv("LOCKSTEP_DECODE_ATTENTION");
+  const std::string chosen = env == nullptr ? "" : env;
+  const int want = chosen.empty() ? ll::kDefaultDecodeAttention : chosen == "v1" ? 1 : 2;
+  EXPECT_EQ(ll::decode_attention_version(), want) << "LOCKSTEP_DECODE_ATTENTION=" << chosen;
 }

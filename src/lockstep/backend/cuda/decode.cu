@@ -23,6 +23,7 @@
 #include "lockstep/backend/cuda/batched_copy.cuh"
 #include "lockstep/backend/cuda/device.hpp"
 #include "lockstep/backend/cuda/mutant.hpp"
+#include "lockstep/backend/cuda/stage_keys.cuh"
 #include "lockstep/backend/cuda/trace_launch.hpp"
 
 #include <cuda_runtime.h>
@@ -101,22 +102,9 @@ __global__ void __launch_bounds__(kThreads) cached_attention_kernel(Args a) {
       const float* vb = vc + j0 * a.kvd;
       const int Dh = a.Dh;
       const i64 kvd = a.kvd;
+      detail::stage_keys_padded<kThreads>(kb, kvd, nb, Dh, a.vec, ks, tid);
       if (a.vec) {
         const int d4 = Dh / 4;
-        detail::batched_copy<8, float4>(
-            static_cast<std::size_t>(nb * d4), tid, kThreads,
-            [=](std::size_t e) {
-              const int j = static_cast<int>(e) / d4, c = static_cast<int>(e) - j * d4;
-              return reinterpret_cast<const float4*>(kb + j * kvd)[c];
-            },
-            [=](std::size_t e, float4 kv) {
-              const int j = static_cast<int>(e) / d4, c = static_cast<int>(e) - j * d4;
-              float* kr = ks + j * (Dh + 1) + 4 * c;
-              kr[0] = kv.x;
-              kr[1] = kv.y;
-              kr[2] = kv.z;
-              kr[3] = kv.w;
-            });
         detail::batched_copy<8, float4>(
             static_cast<std::size_t>(nb * d4), tid, kThreads,
             [=](std::size_t e) {
@@ -125,16 +113,6 @@ __global__ void __launch_bounds__(kThreads) cached_attention_kernel(Args a) {
             },
             [=](std::size_t e, float4 vv) { reinterpret_cast<float4*>(vs)[e] = vv; });
       } else {
-        detail::batched_copy<8, float>(
-            static_cast<std::size_t>(nb * Dh), tid, kThreads,
-            [=](std::size_t e) {
-              const int j = static_cast<int>(e) / Dh, d = static_cast<int>(e) - j * Dh;
-              return kb[j * kvd + d];
-            },
-            [=](std::size_t e, float v) {
-              const int j = static_cast<int>(e) / Dh, d = static_cast<int>(e) - j * Dh;
-              ks[j * (Dh + 1) + d] = v;
-            });
         detail::batched_copy<8, float>(
             static_cast<std::size_t>(nb * Dh), tid, kThreads,
             [=](std::size_t e) {

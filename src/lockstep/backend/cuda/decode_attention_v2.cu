@@ -48,10 +48,10 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "lockstep/backend/cuda/batched_copy.cuh"
 #include "lockstep/backend/cuda/cp_async.cuh"
 #include "lockstep/backend/cuda/decode_launch.hpp"
 #include "lockstep/backend/cuda/device.hpp"
+#include "lockstep/backend/cuda/stage_keys.cuh"
 #include "lockstep/backend/cuda/trace_launch.hpp"
 #include "lockstep/num/elementary.hpp"
 #include "lockstep/num/fp.hpp"
@@ -110,36 +110,8 @@ __global__ void __launch_bounds__(kScoreThreads) attention_scores_kernel(const V
   float* ks = qs + rep * Dh;          // [kScoreKeys][Dh + 1]: a column read without bank conflicts
   const float* qg = a.q + static_cast<i64>(r) * a.ldq + static_cast<i64>(g) * rep * Dh;
   const float* kb = a.k + (static_cast<i64>(a.slot[r]) * a.ctx + j0) * a.kvd + static_cast<i64>(g) * Dh;
-  const i64 kvd = a.kvd;
   for (int e = tid; e < rep * Dh; e += kScoreThreads) qs[e] = qg[e];
-  if (a.vec) {
-    const int d4 = Dh / 4;
-    detail::batched_copy<8, float4>(
-        static_cast<std::size_t>(nc * d4), static_cast<std::size_t>(tid), kScoreThreads,
-        [=](std::size_t e) {
-          const int j = static_cast<int>(e) / d4, c = static_cast<int>(e) - j * d4;
-          return reinterpret_cast<const float4*>(kb + j * kvd)[c];
-        },
-        [=](std::size_t e, float4 kv) {
-          const int j = static_cast<int>(e) / d4, c = static_cast<int>(e) - j * d4;
-          float* kr = ks + j * (Dh + 1) + 4 * c;
-          kr[0] = kv.x;
-          kr[1] = kv.y;
-          kr[2] = kv.z;
-          kr[3] = kv.w;
-        });
-  } else {
-    detail::batched_copy<8, float>(
-        static_cast<std::size_t>(nc * Dh), static_cast<std::size_t>(tid), kScoreThreads,
-        [=](std::size_t e) {
-          const int j = static_cast<int>(e) / Dh, d = static_cast<int>(e) - j * Dh;
-          return kb[j * kvd + d];
-        },
-        [=](std::size_t e, float x) {
-          const int j = static_cast<int>(e) / Dh, d = static_cast<int>(e) - j * Dh;
-          ks[j * (Dh + 1) + d] = x;
-        });
-  }
+  detail::stage_keys_padded<kScoreThreads>(kb, a.kvd, nc, Dh, a.vec, ks, tid);
   __syncthreads();
   // A warp: one query head, 32 consecutive keys (q broadcast, K rows Dh + 1 apart).
   for (int e = tid; e < rep * kScoreKeys; e += kScoreThreads) {
