@@ -1,10 +1,10 @@
 #!/bin/bash
 # The GPU checks of s10-decodeattn (cached attention v2, docs/perf/DECODE_CUDA.md §12), ~6 min of device time:
-#  1. test_infer_decode_kernels_gpu's attention tests: v1 and v2 = ops::CachedAttention::forward (2B4T at ctx
-#     512, batch 1 / 8 / 32 among the cases), the scale mutant in both, v2's two mutants caught;
+#  1. test_infer_decode_kernels_gpu's attention tests: v1, v2, v2pdl = ops::CachedAttention::forward (2B4T at ctx
+#     512, batch 1 / 8 / 32 among the cases), the scale mutant in each, v2's two mutants caught (v2 and v2pdl);
 #  2. the whole-model decode bits with v2 (the default) and with v1 (LOCKSTEP_DECODE_ATTENTION=v1), and the
 #     graphs with v2;
-#  3. decode_bench v1 / v2 at ctx 512 (the usual 32 + 64 tokens: rows of 33–96 keys) and with a 448-token
+#  3. decode_bench v1 / v2 / v2pdl at ctx 512 (the usual 32 + 64 tokens: rows of 33–96 keys) and with a 448-token
 #     prompt (rows of 449–512 keys, §12's "512 keys" rows); the step profile of one v2 run.
 # If 1 or 2 fails under v2: LOCKSTEP_DECODE_ATTENTION=v1 switches it off without a rebuild, and
 # kDefaultDecodeAttention (backend/cuda/decode_launch.hpp) = 1 makes v1 the default again.
@@ -24,7 +24,7 @@ CORES=4-5 LOCKSTEP_DECODE_ATTENTION=v1 run decode_v1 $D/test_infer_decode_gpu &
 CORES=6-7 run graphs_v2 $D/test_infer_decode_graphs_gpu &
 wait
 B=/tmp/b/bench/infer/decode_bench
-for v in v1 v2; do
+for v in v1 v2 v2pdl; do
   LOCKSTEP_DECODE_ATTENTION=$v run bench_$v $B --device cuda --preset bitnet-b1.58-2b --ctx 512 --batch 1,8,32 \
     --prompt 32 --tokens 64
   LOCKSTEP_DECODE_ATTENTION=$v run bench_long_$v $B --device cuda --preset bitnet-b1.58-2b --ctx 512 --batch 1,8,32 \

@@ -389,9 +389,10 @@ std::size_t attention_differences(bool print) {
   return total;
 }
 
-// v1 (decode.cu, a CTA per (row, head)) and v2 (decode_attention_v2.cu: scores, then fold).
+// v1 (decode.cu, a CTA per (row, head)), v2 (decode_attention_v2.cu: scores, then fold) and v2pdl (the
+// fold a programmatic dependent launch).
 TEST_F(DecodeKernelsGpu, CachedAttentionEqualsTheSpec) {
-  for (int version : {1, 2}) {
+  for (int version : {1, 2, 3}) {
     launch::set_decode_attention_version(version);
     EXPECT_EQ(attention_differences(true), 0u) << "cached attention v" << version;
     cuda::set_mutant(cuda::Mutant::attention_drop_scale);
@@ -406,18 +407,22 @@ TEST_F(DecodeKernelsGpu, CachedAttentionEqualsTheSpec) {
 // v2's own planted bugs (DecodeAttentionMutant): a block's maximum from the next block, the acc chains over
 // each block's keys descending.
 TEST_F(DecodeKernelsGpu, CachedAttentionV2PlantedBugsAreCaught) {
-  launch::set_decode_attention_version(2);
-  for (const auto m : {launch::DecodeAttentionMutant::max_from_next_block,
-                       launch::DecodeAttentionMutant::acc_keys_reversed}) {
-    launch::set_decode_attention_mutant(m);
-    const std::size_t planted = attention_differences(false);
-    launch::set_decode_attention_mutant(launch::DecodeAttentionMutant::none);
-    const char* what = m == launch::DecodeAttentionMutant::max_from_next_block ? "a block's maximum from the next block"
-                                                                               : "the acc chains descending";
-    std::printf("planted: cached_attention v2, %s: %zu cells differ\n", what, planted);
-    EXPECT_GT(planted, 0u) << "the attention comparison did not see " << what;
+  for (int version : {2, 3}) {
+    launch::set_decode_attention_version(version);
+    for (const auto m : {launch::DecodeAttentionMutant::max_from_next_block,
+                         launch::DecodeAttentionMutant::acc_keys_reversed}) {
+      launch::set_decode_attention_mutant(m);
+      const std::size_t planted = attention_differences(false);
+      launch::set_decode_attention_mutant(launch::DecodeAttentionMutant::none);
+      const char* what = m == launch::DecodeAttentionMutant::max_from_next_block
+                             ? "a block's maximum from the next block"
+                             : "the acc chains descending";
+      std::printf("planted: cached_attention %s, %s: %zu cells differ\n", version == 3 ? "v2pdl" : "v2", what,
+                  planted);
+      EXPECT_GT(planted, 0u) << "the attention comparison did not see " << what << " (version " << version << ")";
+    }
+    EXPECT_EQ(attention_differences(true), 0u) << "version " << version << " after its mutants were cleared";
   }
-  EXPECT_EQ(attention_differences(true), 0u) << "v2 after its mutants were cleared";
   launch::set_decode_attention_version(0);
 }
 

@@ -234,14 +234,15 @@ int decode_attention_version() {
     if (v.empty()) return kDefaultDecodeAttention;
     if (v == "v1") return 1;
     if (v == "v2") return 2;
-    throw std::invalid_argument("LOCKSTEP_DECODE_ATTENTION=" + v + ": expected v1 or v2");
+    if (v == "v2pdl") return 3;
+    throw std::invalid_argument("LOCKSTEP_DECODE_ATTENTION=" + v + ": expected v1, v2 or v2pdl");
   }();
   return from_env;
 }
 
 void set_decode_attention_version(int version) {
-  if (version < 0 || version > 2)
-    throw std::invalid_argument("set_decode_attention_version(" + std::to_string(version) + "): expected 0 to 2");
+  if (version < 0 || version > 3)
+    throw std::invalid_argument("set_decode_attention_version(" + std::to_string(version) + "): expected 0 to 3");
   g_attention_version.store(version);
 }
 
@@ -252,7 +253,7 @@ void cached_attention(const CachedAttentionShape& s, const float* q, const float
   if (s.rows == 0) return;
   if (s.kv_heads == 0 || s.q_heads % s.kv_heads != 0 || s.key_block == 0)
     throw std::invalid_argument("cached attention: kv_heads must divide q_heads, key_block > 0");
-  if (decode_attention_version() == 2 && cached_attention_v2_fits(s)) {
+  if (const int version = decode_attention_version(); version >= 2 && cached_attention_v2_fits(s)) {
     // The scores' scratch: this thread's (its stream's), grown to the largest
     // pass seen, never shrunk, so that a pass captured in a graph after its
     // warm-up pass allocates nothing.
@@ -262,6 +263,7 @@ void cached_attention(const CachedAttentionShape& s, const float* q, const float
     CachedAttentionShape v2 = s;
     if (mutant() == Mutant::attention_drop_scale) v2.scale = 1.0f;  // the attention mutant here too
     CachedAttentionV2Options options;
+    options.pdl = version == 3;
     const DecodeAttentionMutant m = g_attention_mutant.load();
     options.max_from_next_block = m == DecodeAttentionMutant::max_from_next_block;
     options.acc_keys_reversed = m == DecodeAttentionMutant::acc_keys_reversed;

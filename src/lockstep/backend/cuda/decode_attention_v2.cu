@@ -2,7 +2,8 @@
 // expression (ops::Attention::attend per query over the cached keys), bit for
 // bit with v1 (decode.cu's one CTA per (row, head)) and the CPU, spread over
 // many CTAs. Selected by LOCKSTEP_DECODE_ATTENTION (decode_launch.hpp:
-// decode_attention_version; v1 stays selectable).
+// decode_attention_version; v1 stays selectable; v2pdl launches the fold as
+// a programmatic dependent launch: its V copies start while the scores run).
 //
 // What the expression allows (ops/attention.hpp's forward, per query):
 //   s_j = dot_seq(q, k_j) · scale                    one chain per key, over d
@@ -98,8 +99,24 @@ __device__ __forceinline__ float v2_score(const float* qs, const float* ks, int 
   return __fmul_rn(num::reduce::canonical_nan(acc), scale);
 }
 
+// v2pdl: the scores kernel lets the fold grid start at once (its CTAs then
+// issue their V copies, which read only what the kernels before the scores
+// wrote), and the fold waits for the scores kernel's completion (its writes
+// visible) before it reads a score. Without a programmatic launch both return at once.
+__device__ __forceinline__ void let_dependents_start() {
+#if !defined(LS_HOST_EMULATOR)
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wait_for_scores() {
+#if !defined(LS_HOST_EMULATOR)
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
 __global__ void __launch_bounds__(kScoreThreads) attention_scores_kernel(const V2AttnArgs a) {
   LS_SMEM(sm);
+  let_dependents_start();
   const int Dh = a.Dh, rep = a.rep, tid = static_cast<int>(threadIdx.x);
   const int j0 = static_cast<int>(blockIdx.x) * kScoreKeys, g = static_cast<int>(blockIdx.y),
             r = static_cast<int>(blockIdx.z);
@@ -172,6 +189,7 @@ __global__ void __launch_bounds__(kMaxRep * 32) attention_fold_kernel(const V2At
   float* mh = mrun + w * max_blocks;
   float* ah = alpha + w * max_blocks;
   const float* sh = a.s + (static_cast<i64>(r) * a.Hq + h) * ctx;
+  wait_for_scores();
   for (int j = lane; j < n; j += 32) ph[j] = sh[j];
   __syncthreads();
   // mb_b: lane b's fold over block b, keys ascending.
@@ -293,12 +311,33 @@ void cached_attention_v2(const CachedAttentionShape& s, const float* q, const fl
   }
 #endif
   const bool planted = options.max_from_next_block || options.acc_keys_reversed || options.no_reuse_barrier;
+  const bool pdl = options.pdl;
   // Traced so that the launch trace and the step profile see both.
   trace::launched(planted ? "cached_attention v2 (decode, scores, mutant)" : "cached_attention v2 (decode, scores)");
   LS_LAUNCH(attention_scores_kernel, sgrid, dim3(kScoreThreads), sbytes, a);
   check_launch("cached attention v2 (scores)");
-  trace::launched(planted ? "cached_attention v2 (decode, fold, mutant)" : "cached_attention v2 (decode, fold)");
+  trace::launched(planted ? (pdl ? "cached_attention v2 (decode, fold, PDL, mutant)" : "cached_attention v2 (decode, fold, mutant)")
+                          : (pdl ? "cached_attention v2 (decode, fold, PDL)" : "cached_attention v2 (decode, fold)"));
+#if defined(LS_HOST_EMULATOR)
   LS_LAUNCH(attention_fold_kernel, fgrid, fthreads, fbytes, a);
+#else
+  if (!pdl) {
+    LS_LAUNCH(attention_fold_kernel, fgrid, fthreads, fbytes, a);
+  } else {
+    cudaLaunchConfig_t config{};
+    config.gridDim = fgrid;
+    config.blockDim = fthreads;
+    config.dynamicSmemBytes = static_cast<std::size_t>(fbytes);
+    config.stream = cudaStreamPerThread;  // the backend's stream (--default-stream=per-thread)
+    cudaLaunchAttribute attribute[1];
+    attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute[0].val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = attribute;
+    config.numAttrs = 1;
+    if (cudaLaunchKernelEx(&config, attention_fold_kernel, a) != cudaSuccess)
+      check_launch("cached attention v2 (fold, PDL)");
+  }
+#endif
   check_launch("cached attention v2 (fold)");
 }
 

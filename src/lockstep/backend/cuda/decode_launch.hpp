@@ -22,9 +22,11 @@ void cached_attention(const CachedAttentionShape& s, const float* q, const float
 // decode.cu's one CTA per (row, head); 2, decode_attention_v2.cu's scores
 // launch (a CTA per 32 keys of a kv head, K read once for the group) and fold
 // launch (a CTA per 32 d of a kv head, a warp per query head, V read once for
-// the group). From the environment's LOCKSTEP_DECODE_ATTENTION = v1 | v2 at
-// first use (unset: kDefaultDecodeAttention; another value: an
-// std::invalid_argument naming it); set_decode_attention_version(1 or 2)
+// the group); 3, v2 with the fold as a programmatic dependent launch (sm_90:
+// its CTAs start and issue their V copies while the scores run, then wait for
+// them). From the environment's LOCKSTEP_DECODE_ATTENTION = v1 | v2 | v2pdl
+// at first use (unset: kDefaultDecodeAttention; another value: an
+// std::invalid_argument naming it); set_decode_attention_version(1, 2 or 3)
 // overrides it (tests), 0 goes back to the environment. A shape v2 cannot
 // hold (cached_attention_v2_fits) runs v1.
 inline constexpr int kDefaultDecodeAttention = 2;
@@ -45,6 +47,7 @@ void set_decode_attention_mutant(DecodeAttentionMutant m);
 // rows · q_heads · ctx floats (device memory; nothing in it is read before
 // this call writes it).
 struct CachedAttentionV2Options {
+  bool pdl = false;                  // the fold as a programmatic dependent launch (sm_90)
   bool max_from_next_block = false;  // DecodeAttentionMutant::max_from_next_block
   bool acc_keys_reversed = false;    // DecodeAttentionMutant::acc_keys_reversed
   bool no_reuse_barrier = false;     // host emulator only: no barrier before a V ring slot is restaged
