@@ -53,6 +53,9 @@
 #include "lockstep/backend/cuda/decode_launch.hpp"
 #include "lockstep/backend/cuda/device.hpp"
 #include "lockstep/backend/cuda/stage_keys.cuh"
+#if !defined(LS_HOST_EMULATOR)
+#include "lockstep/backend/cuda/pdl_launch.cuh"
+#endif
 #include "lockstep/backend/cuda/trace_launch.hpp"
 #include "lockstep/num/elementary.hpp"
 #include "lockstep/num/fp.hpp"
@@ -323,19 +326,9 @@ void cached_attention_v2(const CachedAttentionShape& s, const float* q, const fl
 #else
   if (!pdl) {
     LS_LAUNCH(attention_fold_kernel, fgrid, fthreads, fbytes, a);
-  } else {
-    cudaLaunchConfig_t config{};
-    config.gridDim = fgrid;
-    config.blockDim = fthreads;
-    config.dynamicSmemBytes = static_cast<std::size_t>(fbytes);
-    config.stream = cudaStreamPerThread;  // the backend's stream (--default-stream=per-thread)
-    cudaLaunchAttribute attribute[1];
-    attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attribute[0].val.programmaticStreamSerializationAllowed = 1;
-    config.attrs = attribute;
-    config.numAttrs = 1;
-    if (cudaLaunchKernelEx(&config, attention_fold_kernel, a) != cudaSuccess)
-      check_launch("cached attention v2 (fold, PDL)");
+  } else if (detail::launch_programmatic(attention_fold_kernel, fgrid, fthreads, static_cast<std::size_t>(fbytes), a) !=
+             cudaSuccess) {
+    check_launch("cached attention v2 (fold, PDL)");
   }
 #endif
   check_launch("cached attention v2 (fold)");
