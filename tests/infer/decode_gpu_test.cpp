@@ -3,7 +3,8 @@
 // prefill and token by token, and for 8 sequences of other lengths decoded
 // together — per family micro config (and the variants that cross the 64-key
 // block, interleaved RoPE, multi-query, multi-head); with the session-8
-// decode kernels (fused norm + codes, joined and prefetched GEMVs) and without.
+// decode kernels (fused norm + codes, joined and prefetched GEMVs) and without; with both cached
+// attention kernels (v1, v2).
 #include <gtest/gtest.h>
 
 #include <cctype>
@@ -14,6 +15,7 @@
 #include <string_view>
 
 #include "decode_util.hpp"
+#include "lockstep/backend/cuda/decode_launch.hpp"
 #include "lockstep/backend/cuda/pointwise_launch.hpp"
 #include "lockstep/backend/cuda/trace.hpp"
 
@@ -66,6 +68,32 @@ TEST_P(DecodeGpu, EightSequencesTogetherEqualTheCpus) {
     EXPECT_EQ(mt::differing_bits(got[s], batched(*gpu_, {e.seqs[s]}, {e.prompt[s]}, 1)[0]), 0u)
         << "sequence " << s << ": GPU batched vs GPU alone";
   }
+}
+
+// The cached attention's kernels (LOCKSTEP_DECODE_ATTENTION; docs/perf/DECODE_CUDA.md §12): v1 (a CTA a
+// (row, head)), v2 (scores, then fold) and v2pdl (the fold a programmatic dependent launch) each give the CPU's logits token by token and for 8 sequences
+// together, and each pass ran the kernel chosen, never the other.
+TEST_P(DecodeGpu, BothCachedAttentionKernelsGiveTheCpusBits) {
+  const auto& cfg = cpu_->config();
+  const auto t = random_tokens(static_cast<std::size_t>(cfg.max_seq), cfg.vocab_size, 9);
+  const std::vector<float> want = prefill_all(*cpu_, t, 2);
+  const Eight e = eight_sequences(cfg, 15);
+  const auto want8 = batched(*cpu_, e.seqs, e.prompt, 2);
+  for (int version : {1, 2, 3}) {
+    cuda::launch::set_decode_attention_version(version);
+    cuda::trace::process_log().reset_launches();
+    EXPECT_EQ(mt::differing_bits(token_by_token(*gpu_, t, 1), want), 0u) << "token by token, attention v" << version;
+    const auto got8 = batched(*gpu_, e.seqs, e.prompt, 1);
+    for (std::size_t s = 0; s < e.seqs.size(); ++s)
+      EXPECT_EQ(mt::differing_bits(got8[s], want8[s]), 0u) << "sequence " << s << " batched, attention v" << version;
+    const long v1 = launches_of("cached_attention (decode"), v2 = launches_of("cached_attention v2 (decode, fold");
+    std::printf("%s: attention v%d: %ld v1 launches, %ld v2 folds\n", GetParam().name.c_str(), version, v1, v2);
+    EXPECT_GT(version == 1 ? v1 : v2, 0) << "the chosen cached attention (v" << version << ") never ran";
+    EXPECT_EQ(version == 1 ? v2 : v1, 0) << "the other cached attention ran under v" << version;
+    EXPECT_EQ(launches_of("cached_attention v2 (decode, fold, PDL") > 0, version == 3)
+        << "the fold as a programmatic dependent launch under version " << version;
+  }
+  cuda::launch::set_decode_attention_version(0);
 }
 
 // The session-8 decode changes (LOCKSTEP_DECODE_FUSION; docs/perf/DECODE_CUDA.md

@@ -13,17 +13,21 @@
 //     dependent launch: LOCKSTEP_TERNARY_GEMV, set_ternary_gemv_version);
 //   * the planted bugs (decode_linear_launch.hpp's DecodeLinearMutant) are caught,
 //     v2's half-warp join and its dropped last unit too;
-//   * cached_attention (decode.cu) = ops::CachedAttention::forward: the staged
+//   * cached_attention (decode.cu) = ops::CachedAttention::forward, v1 and v2
+//     (LOCKSTEP_DECODE_ATTENTION, set_decode_attention_version): the staged
 //     blocks with 16-byte copies (head_dim 128, the 2B4T heads, 1 to 3 key
-//     blocks), with scalar copies (head_dim 6; an odd key block), head_dim
-//     256 and the unstaged kernel (head_dim 320: past the staged shared
-//     memory); the attention mutant (its scale dropped) is caught;
+//     blocks; ctx 512 at batch 1, 8 and 32, rows of lengths 1 .. 512), with
+//     scalar copies (head_dim 6; an odd key block), head_dim 256 and v1's
+//     unstaged kernel (head_dim 320: past the staged shared memory), 16 query
+//     heads a kv head, key blocks 5 and 100; the attention mutant (its scale
+//     dropped) is caught in both, v2's own (DecodeAttentionMutant) too;
 //   * the fused RMSNorm + row codes (rmsnorm_quantize_i8) through its
 //     start-up gate cases (against the CPU's RMSNorm and
 //     ops::quantize_rows), clean and poisoned; its mutant (the codes of the
 //     staged x, not of y) is rejected.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -309,7 +313,22 @@ struct AttnCase {
   std::vector<std::int32_t> slot, pos;
 };
 
-// Cells of the device's cached attention that differ from the spec's, over every case.
+// 32 rows of the 2B4T heads at ctx 512 over 32 slots, of lengths 1 .. 512 (every block count, on and off
+// the 64-key blocks and the 32-key score chunks): the batch-32 decode pass's shape.
+AttnCase batch32_case() {
+  AttnCase t{20, 5, 128, 512, 64, {}, {}};
+  for (std::int32_t r = 0; r < 32; ++r) {
+    t.slot.push_back(31 - r);
+    t.pos.push_back(r == 31 ? 511 : (r * 37 + 11) % 512);
+  }
+  t.pos[0] = 0;
+  t.pos[1] = 63;
+  t.pos[2] = 64;
+  return t;
+}
+
+// Cells of the device's cached attention (the kernel decode_attention_version
+// picks) that differ from the spec's, over every case.
 std::size_t attention_differences(bool print) {
   const std::vector<AttnCase> cases{
       {20, 5, 128, 200, 64, {0, 1, 1}, {0, 63, 150}},  // 2B4T heads: 1, 1 and 3 key blocks
@@ -317,11 +336,18 @@ std::size_t attention_differences(bool print) {
       {2, 2, 8, 40, 7, {0}, {20}},                     // an odd key block: scalar copies
       {2, 1, 256, 70, 64, {0, 1}, {69, 5}},            // two dims a thread, staged
       {1, 1, 320, 70, 64, {1}, {69}},                  // past the staged blocks' shared memory
+      {20, 5, 128, 512, 64, {1}, {511}},               // 2B4T at ctx 512, batch 1: 8 whole blocks
+      {20, 5, 128, 512, 64, {3, 0, 7, 1, 2, 6, 5, 4}, {511, 0, 64, 300, 63, 129, 7, 450}},  // batch 8
+      batch32_case(),                                  // batch 32
+      {16, 1, 100, 130, 5, {0, 1}, {129, 33}},         // 16 query heads a kv head, 4 d slices, key block 5
+      {6, 2, 33, 90, 100, {1, 0}, {89, 40}},           // groups of 3, a 33-wide head, key block > the score chunk
   };
   std::size_t total = 0;
   std::uint64_t seed = 500;
   for (const AttnCase& t : cases) {
-    const std::size_t rows = t.slot.size(), slots = 2, kvd = t.kv_heads * t.head_dim, ldq = t.q_heads * t.head_dim;
+    std::size_t slots = 2;
+    for (std::int32_t x : t.slot) slots = std::max(slots, static_cast<std::size_t>(x) + 1);
+    const std::size_t rows = t.slot.size(), kvd = t.kv_heads * t.head_dim, ldq = t.q_heads * t.head_dim;
     const std::vector<float> q = uniform(rows * ldq, 2.0, seed++), k = uniform(slots * t.ctx * kvd, 2.0, seed++),
                              v = uniform(slots * t.ctx * kvd, 2.0, seed++);
     ops::CachedAttention::Config c;
@@ -363,13 +389,41 @@ std::size_t attention_differences(bool print) {
   return total;
 }
 
+// v1 (decode.cu, a CTA per (row, head)), v2 (decode_attention_v2.cu: scores, then fold) and v2pdl (the
+// fold a programmatic dependent launch).
 TEST_F(DecodeKernelsGpu, CachedAttentionEqualsTheSpec) {
-  EXPECT_EQ(attention_differences(true), 0u);
-  cuda::set_mutant(cuda::Mutant::attention_drop_scale);
-  const std::size_t planted = attention_differences(false);
-  cuda::set_mutant(cuda::Mutant::none);
-  std::printf("planted: cached_attention without its scale: %zu cells differ\n", planted);
-  EXPECT_GT(planted, 0u) << "the attention comparison did not see the dropped scale";
+  for (int version : {1, 2, 3}) {
+    launch::set_decode_attention_version(version);
+    EXPECT_EQ(attention_differences(true), 0u) << "cached attention v" << version;
+    cuda::set_mutant(cuda::Mutant::attention_drop_scale);
+    const std::size_t planted = attention_differences(false);
+    cuda::set_mutant(cuda::Mutant::none);
+    std::printf("planted: cached_attention v%d without its scale: %zu cells differ\n", version, planted);
+    EXPECT_GT(planted, 0u) << "the attention comparison did not see the dropped scale (v" << version << ")";
+  }
+  launch::set_decode_attention_version(0);
+}
+
+// v2's own planted bugs (DecodeAttentionMutant): a block's maximum from the next block, the acc chains over
+// each block's keys descending.
+TEST_F(DecodeKernelsGpu, CachedAttentionV2PlantedBugsAreCaught) {
+  for (int version : {2, 3}) {
+    launch::set_decode_attention_version(version);
+    for (const auto m : {launch::DecodeAttentionMutant::max_from_next_block,
+                         launch::DecodeAttentionMutant::acc_keys_reversed}) {
+      launch::set_decode_attention_mutant(m);
+      const std::size_t planted = attention_differences(false);
+      launch::set_decode_attention_mutant(launch::DecodeAttentionMutant::none);
+      const char* what = m == launch::DecodeAttentionMutant::max_from_next_block
+                             ? "a block's maximum from the next block"
+                             : "the acc chains descending";
+      std::printf("planted: cached_attention %s, %s: %zu cells differ\n", version == 3 ? "v2pdl" : "v2", what,
+                  planted);
+      EXPECT_GT(planted, 0u) << "the attention comparison did not see " << what << " (version " << version << ")";
+    }
+    EXPECT_EQ(attention_differences(true), 0u) << "version " << version << " after its mutants were cleared";
+  }
+  launch::set_decode_attention_version(0);
 }
 
 TEST_F(DecodeKernelsGpu, RmsNormQuantizeEqualsTheSpecAndItsMutantIsCaught) {

@@ -15,14 +15,22 @@
 // Which rows share the launch, how many, and their lengths change no chain.
 // Each block's K and V rows are staged in shared memory first (all threads,
 // 16-byte loads in flight together), so the chains wait on shared memory.
+//
+// This is v1 (LOCKSTEP_DECODE_ATTENTION=v1); cached_attention launches v2
+// (decode_attention_v2.cu: the same chains spread over many CTAs, K and V
+// read once a kv head) unless v1 is chosen or the shape does not fit v2.
 #include "lockstep/backend/cuda/decode_launch.hpp"
 #include "lockstep/backend/cuda/batched_copy.cuh"
+#include "lockstep/backend/cuda/device.hpp"
 #include "lockstep/backend/cuda/mutant.hpp"
+#include "lockstep/backend/cuda/stage_keys.cuh"
 #include "lockstep/backend/cuda/trace_launch.hpp"
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -94,22 +102,9 @@ __global__ void __launch_bounds__(kThreads) cached_attention_kernel(Args a) {
       const float* vb = vc + j0 * a.kvd;
       const int Dh = a.Dh;
       const i64 kvd = a.kvd;
+      detail::stage_keys_padded<kThreads>(kb, kvd, nb, Dh, a.vec, ks, tid);
       if (a.vec) {
         const int d4 = Dh / 4;
-        detail::batched_copy<8, float4>(
-            static_cast<std::size_t>(nb * d4), tid, kThreads,
-            [=](std::size_t e) {
-              const int j = static_cast<int>(e) / d4, c = static_cast<int>(e) - j * d4;
-              return reinterpret_cast<const float4*>(kb + j * kvd)[c];
-            },
-            [=](std::size_t e, float4 kv) {
-              const int j = static_cast<int>(e) / d4, c = static_cast<int>(e) - j * d4;
-              float* kr = ks + j * (Dh + 1) + 4 * c;
-              kr[0] = kv.x;
-              kr[1] = kv.y;
-              kr[2] = kv.z;
-              kr[3] = kv.w;
-            });
         detail::batched_copy<8, float4>(
             static_cast<std::size_t>(nb * d4), tid, kThreads,
             [=](std::size_t e) {
@@ -118,16 +113,6 @@ __global__ void __launch_bounds__(kThreads) cached_attention_kernel(Args a) {
             },
             [=](std::size_t e, float4 vv) { reinterpret_cast<float4*>(vs)[e] = vv; });
       } else {
-        detail::batched_copy<8, float>(
-            static_cast<std::size_t>(nb * Dh), tid, kThreads,
-            [=](std::size_t e) {
-              const int j = static_cast<int>(e) / Dh, d = static_cast<int>(e) - j * Dh;
-              return kb[j * kvd + d];
-            },
-            [=](std::size_t e, float v) {
-              const int j = static_cast<int>(e) / Dh, d = static_cast<int>(e) - j * Dh;
-              ks[j * (Dh + 1) + d] = v;
-            });
         detail::batched_copy<8, float>(
             static_cast<std::size_t>(nb * Dh), tid, kThreads,
             [=](std::size_t e) {
@@ -235,11 +220,56 @@ void check(cudaError_t e, const char* what) {
 
 }  // namespace
 
+namespace {
+std::atomic<int> g_attention_version{0};  // 0: the environment's
+std::atomic<DecodeAttentionMutant> g_attention_mutant{DecodeAttentionMutant::none};
+}  // namespace
+
+int decode_attention_version() {
+  const int set = g_attention_version.load();
+  if (set != 0) return set;
+  static const int from_env = [] {
+    const char* env = std::getenv("LOCKSTEP_DECODE_ATTENTION");
+    const std::string v = env == nullptr ? "" : env;
+    if (v.empty()) return kDefaultDecodeAttention;
+    if (v == "v1") return 1;
+    if (v == "v2") return 2;
+    if (v == "v2pdl") return 3;
+    throw std::invalid_argument("LOCKSTEP_DECODE_ATTENTION=" + v + ": expected v1, v2 or v2pdl");
+  }();
+  return from_env;
+}
+
+void set_decode_attention_version(int version) {
+  if (version < 0 || version > 3)
+    throw std::invalid_argument("set_decode_attention_version(" + std::to_string(version) + "): expected 0 to 3");
+  g_attention_version.store(version);
+}
+
+void set_decode_attention_mutant(DecodeAttentionMutant m) { g_attention_mutant.store(m); }
+
 void cached_attention(const CachedAttentionShape& s, const float* q, const float* k_cache, const float* v_cache,
                       const std::int32_t* slot, const std::int32_t* pos, float* o) {
   if (s.rows == 0) return;
   if (s.kv_heads == 0 || s.q_heads % s.kv_heads != 0 || s.key_block == 0)
     throw std::invalid_argument("cached attention: kv_heads must divide q_heads, key_block > 0");
+  if (const int version = decode_attention_version(); version >= 2 && cached_attention_v2_fits(s)) {
+    // The scores' scratch: this thread's (its stream's), grown to the largest
+    // pass seen, never shrunk, so that a pass captured in a graph after its
+    // warm-up pass allocates nothing.
+    static thread_local DeviceBuffer<float> scores;
+    const std::size_t need = s.rows * s.q_heads * s.ctx;
+    if (scores.size() < need) scores.resize(need);
+    CachedAttentionShape v2 = s;
+    if (mutant() == Mutant::attention_drop_scale) v2.scale = 1.0f;  // the attention mutant here too
+    CachedAttentionV2Options options;
+    options.pdl = version == 3;
+    const DecodeAttentionMutant m = g_attention_mutant.load();
+    options.max_from_next_block = m == DecodeAttentionMutant::max_from_next_block;
+    options.acc_keys_reversed = m == DecodeAttentionMutant::acc_keys_reversed;
+    cached_attention_v2(v2, q, k_cache, v_cache, slot, pos, o, scores.data(), options);
+    return;
+  }
   Args a{q,
          k_cache,
          v_cache,

@@ -18,6 +18,45 @@ struct CachedAttentionShape {
 void cached_attention(const CachedAttentionShape& s, const float* q, const float* k_cache, const float* v_cache,
                       const std::int32_t* slot, const std::int32_t* pos, float* o);
 
+// Which kernel cached_attention launches (the same cells, bit for bit): 1,
+// decode.cu's one CTA per (row, head); 2, decode_attention_v2.cu's scores
+// launch (a CTA per 32 keys of a kv head, K read once for the group) and fold
+// launch (a CTA per 32 d of a kv head, a warp per query head, V read once for
+// the group); 3, v2 with the fold as a programmatic dependent launch (sm_90:
+// its CTAs start and issue their V copies while the scores run, then wait for
+// them). From the environment's LOCKSTEP_DECODE_ATTENTION = v1 | v2 | v2pdl
+// at first use (unset: kDefaultDecodeAttention; another value: an
+// std::invalid_argument naming it); set_decode_attention_version(1, 2 or 3)
+// overrides it (tests), 0 goes back to the environment. A shape v2 cannot
+// hold (cached_attention_v2_fits) runs v1.
+inline constexpr int kDefaultDecodeAttention = 2;
+int decode_attention_version();
+void set_decode_attention_version(int version);
+
+// Known bugs switched on by the kernel tests (tests/infer/decode_kernels_gpu_test.cpp)
+// to show that the comparisons catch them; never set otherwise. v2 only.
+enum class DecodeAttentionMutant {
+  none,
+  max_from_next_block,  // the m chain reads block b + 1's maximum for block b (the last block its own)
+  acc_keys_reversed,    // each block's acc chains run over its keys descending (the l chain ascending)
+};
+void set_decode_attention_mutant(DecodeAttentionMutant m);
+
+// v2 itself, for the launcher above and the host emulator's test
+// (tests/cuda/decode_attention_emu_test.cpp): scores is a scratch of
+// rows · q_heads · ctx floats (device memory; nothing in it is read before
+// this call writes it).
+struct CachedAttentionV2Options {
+  bool pdl = false;                  // the fold as a programmatic dependent launch (sm_90)
+  bool max_from_next_block = false;  // DecodeAttentionMutant::max_from_next_block
+  bool acc_keys_reversed = false;    // DecodeAttentionMutant::acc_keys_reversed
+  bool no_reuse_barrier = false;     // host emulator only: no barrier before a V ring slot is restaged
+};
+bool cached_attention_v2_fits(const CachedAttentionShape& s);
+void cached_attention_v2(const CachedAttentionShape& s, const float* q, const float* k_cache, const float* v_cache,
+                         const std::int32_t* slot, const std::int32_t* pos, float* o, float* scores,
+                         const CachedAttentionV2Options& options);
+
 // RoPE (ops::Rope's forward rotation) of `rows` rows of heads·head_dim floats,
 // row r at position pos[r] (a device array), with tab the cos/sin table of
 // ops::Rope::table<float> for positions 0..tab_seq-1 ([cos tab_seq × head_dim/2,
