@@ -3,7 +3,9 @@
 // prefill and token by token, and for 8 sequences of other lengths decoded
 // together — per family micro config (and the variants that cross the 64-key
 // block, interleaved RoPE, multi-query, multi-head); with the session-8
-// decode kernels (fused norm + codes, joined and prefetched GEMVs) and without.
+// decode kernels (fused norm + codes, joined and prefetched GEMVs) and without;
+// with the session-10 epilogues (the residual adds in the GEMVs) and without.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cctype>
@@ -14,6 +16,7 @@
 #include <string_view>
 
 #include "decode_util.hpp"
+#include "lockstep/backend/cuda/decode_linear_launch.hpp"
 #include "lockstep/backend/cuda/pointwise_launch.hpp"
 #include "lockstep/backend/cuda/trace.hpp"
 
@@ -36,7 +39,35 @@ class DecodeGpu : public ::testing::TestWithParam<mt::NamedConfig> {
     auto& g = gpu_->params();
     for (std::size_t i = 0; i < g.size(); ++i) g[i].value = cpu_->params()[i].value;
   }
-  void TearDown() override { cuda::launch::set_decode_fusion(-1); }
+  void TearDown() override {
+    cuda::launch::set_decode_fusion(-1);
+    cuda::launch::set_decode_epilogues(-1);
+    cuda::launch::set_ternary_gemv_version(0);
+  }
+  // The CPU's logits of one sequence (every position) and of 8 sequences
+  // decoded together (eight: their seed), for the switch tests below.
+  struct Want {
+    std::vector<std::int32_t> tokens;
+    std::vector<float> logits;
+    Eight e;
+    std::vector<std::vector<float>> logits8;
+  };
+  Want cpu_logits(std::uint64_t eight) {
+    const auto& cfg = cpu_->config();
+    Want w;
+    w.tokens = random_tokens(static_cast<std::size_t>(cfg.max_seq), cfg.vocab_size, 7);
+    w.logits = prefill_all(*cpu_, w.tokens, 2);
+    w.e = eight_sequences(cfg, eight);
+    w.logits8 = batched(*cpu_, w.e.seqs, w.e.prompt, 2);
+    return w;
+  }
+  // The GPU's logits, token by token and the 8 batched, are the CPU's (what: the setting).
+  void expect_cpu_logits(const Want& w, const std::string& what) {
+    EXPECT_EQ(mt::differing_bits(token_by_token(*gpu_, w.tokens, 1), w.logits), 0u) << "token by token, " << what;
+    const auto got8 = batched(*gpu_, w.e.seqs, w.e.prompt, 1);
+    for (std::size_t s = 0; s < w.e.seqs.size(); ++s)
+      EXPECT_EQ(mt::differing_bits(got8[s], w.logits8[s]), 0u) << "sequence " << s << " batched, " << what;
+  }
   std::unique_ptr<model::Model> cpu_, gpu_;
 };
 
@@ -78,18 +109,12 @@ TEST_P(DecodeGpu, EightSequencesTogetherEqualTheCpus) {
 // families without BitLinears run none of them.
 TEST_P(DecodeGpu, TheFusedDecodeKernelsChangeNoBit) {
   const auto& cfg = cpu_->config();
-  const auto t = random_tokens(static_cast<std::size_t>(cfg.max_seq), cfg.vocab_size, 7);
-  const std::vector<float> want = prefill_all(*cpu_, t, 2);
-  const Eight e = eight_sequences(cfg, 13);
-  const auto want8 = batched(*cpu_, e.seqs, e.prompt, 2);
+  const Want want = cpu_logits(13);
   long fused[2] = {}, quantized[2] = {}, joined3[2] = {}, joined2[2] = {};
   for (int on : {0, 1}) {
     cuda::launch::set_decode_fusion(on);
     cuda::trace::process_log().reset_launches();
-    EXPECT_EQ(mt::differing_bits(token_by_token(*gpu_, t, 1), want), 0u) << "token by token, fusion " << on;
-    const auto got8 = batched(*gpu_, e.seqs, e.prompt, 1);
-    for (std::size_t s = 0; s < e.seqs.size(); ++s)
-      EXPECT_EQ(mt::differing_bits(got8[s], want8[s]), 0u) << "sequence " << s << " batched, fusion " << on;
+    expect_cpu_logits(want, fmt::format("fusion {}", on));
     fused[on] = launches_of("rmsnorm_quantize_i8");
     quantized[on] = launches_of("row_quantize_i8");
     joined3[on] = launches_of("ternary_gemv (a warp a row, prefetched, 3 parts)");
@@ -106,6 +131,42 @@ TEST_P(DecodeGpu, TheFusedDecodeKernelsChangeNoBit) {
     EXPECT_GT(joined2[1], 0) << "gate and up never ran as one launch";
   } else {
     EXPECT_EQ(fused[1] + joined3[1] + joined2[1], 0) << "a session-8 kernel ran in a model without BitLinears";
+  }
+}
+
+// The session-10 decode epilogues (LOCKSTEP_DECODE_EPILOGUES; docs/perf/DECODE_CUDA.md
+// §11) change no bit: the residual add after o_proj and down_proj folded into
+// their ternary_gemv launch (DecodeBackend<cuda::OpKernels>::residual). Token by
+// token and batched, with v1 and v2 of the GEMV, the logits with the epilogues
+// on and off are the CPU's; with them on a BitNet decode launches the GEMVs
+// with the residual and one residual_fwd fewer for each; the other families
+// none of them.
+TEST_P(DecodeGpu, TheDecodeEpiloguesChangeNoBit) {
+  const auto& cfg = cpu_->config();
+  const Want want = cpu_logits(17);
+  for (int version : {1, 2}) {
+    cuda::launch::set_ternary_gemv_version(version);
+    long residual_fwd[2] = {}, epilogue[2] = {};
+    for (int on : {0, 1}) {
+      cuda::launch::set_decode_epilogues(on);
+      cuda::trace::process_log().reset_launches();
+      expect_cpu_logits(want, fmt::format("v{}, epilogues {}", version, on));
+      residual_fwd[on] = launches_of("residual_fwd");
+      long n = 0;
+      for (const auto& [name, count] : cuda::trace::process_log().launches())
+        if (name.starts_with("ternary_gemv") && name.ends_with("+ residual)")) n += count;
+      epilogue[on] = n;
+    }
+    std::printf("%s, ternary_gemv v%d: epilogues off: %ld residual_fwd, %ld GEMVs + residual; on: %ld, %ld\n",
+                GetParam().name.c_str(), version, residual_fwd[0], epilogue[0], residual_fwd[1], epilogue[1]);
+    EXPECT_EQ(epilogue[0], 0) << "a residual epilogue ran with the epilogues off";
+    if (cfg.family == model::Family::Bitnet) {
+      EXPECT_GT(epilogue[1], 0) << "no residual add ran in a GEMV's epilogue in a BitNet decode";
+      EXPECT_EQ(residual_fwd[0] - residual_fwd[1], epilogue[1]) << "each residual epilogue replaces one residual_fwd";
+    } else {
+      EXPECT_EQ(epilogue[1], 0) << "a residual epilogue ran in a model without BitLinears";
+      EXPECT_EQ(residual_fwd[1], residual_fwd[0]);
+    }
   }
 }
 

@@ -11,6 +11,9 @@
 //   * f16_pack says exact only when every value is;
 //   * every ternary_gemv kernel (v1 both forms; v2 and v2 as a programmatic
 //     dependent launch: LOCKSTEP_TERNARY_GEMV, set_ternary_gemv_version);
+//   * the residual epilogue (TernaryPart::add / sum: o_proj and down_proj with
+//     the residual add after them in one launch) = ops::BitLinear::forward then
+//     ops::ResidualAdd::forward, every kernel form, apart and in place;
 //   * the planted bugs (decode_linear_launch.hpp's DecodeLinearMutant) are caught,
 //     v2's half-warp join and its dropped last unit too;
 //   * cached_attention (decode.cu) = ops::CachedAttention::forward: the staged
@@ -22,12 +25,14 @@
 //     start-up gate cases (against the CPU's RMSNorm and
 //     ops::quantize_rows), clean and poisoned; its mutant (the codes of the
 //     staged x, not of y) is rejected.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "../model/model_test_util.hpp"
@@ -40,6 +45,7 @@
 #include "lockstep/backend/cuda/mutant.hpp"
 #include "lockstep/backend/cuda/pointwise_launch.hpp"
 #include "lockstep/model/model.hpp"
+#include "lockstep/ops/activation.hpp"
 #include "lockstep/ops/cached_attention.hpp"
 #include "lockstep/ops/op.hpp"
 #include "lockstep/ops/quant.hpp"
@@ -61,11 +67,15 @@ std::vector<float> uniform(std::size_t n, double a, std::uint64_t seed) {
   return v;
 }
 
-// The device's BitLinear decode: what DecodeBackend<cuda::OpKernels>::linear runs.
-std::vector<float> gpu_bitlinear(const Shape& s, const std::vector<float>& x, const std::vector<float>& w) {
+// The device's BitLinear decode: what DecodeBackend<cuda::OpKernels>::linear
+// runs. With `add` (o_proj, down_proj), the residual add after it in the same
+// launch (TernaryPart::sum, add first): *sum = add + y, apart from add or, in_place, over it.
+std::vector<float> gpu_bitlinear(const Shape& s, const std::vector<float>& x, const std::vector<float>& w,
+                                 const std::vector<float>* add = nullptr, bool in_place = false,
+                                 std::vector<float>* sum = nullptr) {
   const std::size_t n = s.M * s.K;
   cuda::DeviceBuffer<float> dx(x.size()), dw(n), codes(n), dequant(n), params(2), scratch(launch::ternary_scratch(n)),
-      step(s.N), y(s.N * s.M);
+      step(s.N), y(s.N * s.M), dadd(add ? add->size() : 0), dsum(add && !in_place ? s.N * s.M : 0);
   cuda::DeviceBuffer<std::uint32_t> words(s.M * 4 * launch::ternary_units(s.K));
   cuda::DeviceBuffer<std::int8_t> xq(s.N * s.K);
   dx.upload(x);
@@ -75,8 +85,15 @@ std::vector<float> gpu_bitlinear(const Shape& s, const std::vector<float>& x, co
   launch::ternary_pack(codes.data(), s.M, s.K, words.data());
   launch::row_quantize_i8(dx.data(), s.N, s.K, static_cast<float>(ops::BitLinear::kActFloor), xq.data(), step.data(),
                           nullptr);
-  launch::ternary_gemv(words.data(), s.M, s.K, xq.data(), s.N, step.data(), params.data(), y.data());
+  launch::TernaryPart part{words.data(), s.M, params.data(), y.data()};
+  if (add != nullptr) {
+    dadd.upload(*add);
+    part.add = dadd.data();
+    part.sum = in_place ? dadd.data() : dsum.data();
+  }
+  launch::ternary_gemv_parts(&part, 1, s.K, xq.data(), s.N, step.data());
   cuda::synchronize("ternary_gemv test");
+  if (add != nullptr) *sum = in_place ? dadd.download() : dsum.download();
   return y.download();
 }
 
@@ -238,30 +255,27 @@ class DecodeKernelsGpu : public ::testing::Test {
 };
 
 // Every form of ternary_gemv: v1 prefetched (the default) and session 7's (LOCKSTEP_DECODE_FUSION=0);
-// v2 (LOCKSTEP_TERNARY_GEMV=v2) and v2 as a programmatic dependent launch (v2pdl).
-TEST_F(DecodeKernelsGpu, TernaryGemvEqualsTheBitLinearSpec) {
+// v2 (LOCKSTEP_TERNARY_GEMV=v2) and v2 as a programmatic dependent launch (v2pdl). check(name) per form.
+template <class Check>
+void for_every_ternary_form(Check check) {
   for (int version : {1, 2, 3})
     for (int prefetch : {1, 0}) {
       if (version > 1 && prefetch == 0) continue;  // v2 always prefetches
       launch::set_ternary_gemv_version(version);
       launch::set_decode_fusion(prefetch);
-      EXPECT_EQ(ternary_differences(true), 0u) << "v" << version << (prefetch ? " prefetched" : " not prefetched");
+      check(fmt::format("v{}{}", version, prefetch ? " prefetched" : " not prefetched"));
     }
   launch::set_ternary_gemv_version(0);
   launch::set_decode_fusion(-1);
 }
 
+TEST_F(DecodeKernelsGpu, TernaryGemvEqualsTheBitLinearSpec) {
+  for_every_ternary_form([](const std::string& form) { EXPECT_EQ(ternary_differences(true), 0u) << form; });
+}
+
 // Several BitLinears on one input in one launch (ternary_gemv_parts), every form.
 TEST_F(DecodeKernelsGpu, JoinedTernaryGemvsEqualTheBitLinearSpec) {
-  for (int version : {1, 2, 3})
-    for (int prefetch : {1, 0}) {
-      if (version > 1 && prefetch == 0) continue;
-      launch::set_ternary_gemv_version(version);
-      launch::set_decode_fusion(prefetch);
-      EXPECT_EQ(parts_differences(true), 0u) << "v" << version << (prefetch ? " prefetched" : " not prefetched");
-    }
-  launch::set_ternary_gemv_version(0);
-  launch::set_decode_fusion(-1);
+  for_every_ternary_form([](const std::string& form) { EXPECT_EQ(parts_differences(true), 0u) << form; });
 }
 
 // v2's planted bugs: the last unit dropped (the v1 mutant, planted in v2 too) and
@@ -283,6 +297,67 @@ TEST_F(DecodeKernelsGpu, TernaryGemvV2PlantedBugsAreCaught) {
     EXPECT_GT(half_joined, 0u);
     // And the clean kernel again after the mutants (nothing sticky).
     EXPECT_EQ(ternary_differences(true), 0u) << "v" << version << " after its mutants";
+  }
+  launch::set_ternary_gemv_version(0);
+}
+
+// The residual epilogue (o_proj / down_proj + the residual add in one launch)
+// against BitLinear then ResidualAdd, every ternary_gemv form; differing cells
+// over the shapes (2B4T o_proj and down_proj at 1, 8, 32 rows; ragged ones), sum
+// apart from its operand and in place. The residual operand: −0 every 5th cell,
+// −y (an exact +0), −y·(1 + 2^-23) (cancellation), large and small values.
+std::size_t residual_differences(bool print) {
+  const std::vector<Shape> shapes{{1, 2560, 2560}, {1, 6912, 2560}, {8, 2560, 2560}, {32, 6912, 2560},
+                                  {3, 65, 17},     {17, 100, 5},    {2, 10000, 9}};
+  std::size_t total = 0;
+  std::uint64_t seed = 500;
+  for (const Shape& s : shapes) {
+    std::vector<float> x = uniform(s.N * s.K, 3.0, seed++), w = uniform(s.M * s.K, 0.1, seed++);
+    x[0] = -0.0f;
+    if (s.N > 2)
+      for (std::size_t k = 0; k < s.K; ++k) x[2 * s.K + k] = k % 3 == 0 ? -0.0f : 0.0f;  // a zero row
+    const std::vector<float> want_y = cpu_bitlinear(s, x, w), r = uniform(s.N * s.M, 2.0, seed++);
+    std::vector<float> add(want_y.size());
+    for (std::size_t i = 0; i < add.size(); ++i)
+      add[i] = i % 5 == 0   ? -0.0f
+               : i % 5 == 1 ? -want_y[i]
+               : i % 5 == 2 ? -want_y[i] * 1.0000001f
+               : i % 5 == 3 ? r[i] * 1e6f
+                            : r[i];
+    const ops::ElementwiseConfig ec{add.size()};
+    const std::vector<float> want_sum =
+        ops::ResidualAdd::forward(ec, ops::ResidualAdd::Inputs<float>{Tensor<float>({add.size()}, add),
+                                                                      Tensor<float>({add.size()}, want_y)})
+            .y.data;
+    for (bool in_place : {false, true}) {
+      std::vector<float> sum;
+      const std::vector<float> y = gpu_bitlinear(s, x, w, &add, in_place, &sum);
+      const std::size_t dy = differing_bits(y, want_y), ds = differing_bits(sum, want_sum);
+      if (print && dy + ds != 0)
+        ADD_FAILURE() << "ternary_gemv + residual N " << s.N << " K " << s.K << " M " << s.M
+                      << (in_place ? " in place" : "") << ": " << dy << " cells of y and " << ds
+                      << " of the sum differ from BitLinear then ResidualAdd";
+      total += dy + ds;
+    }
+  }
+  return total;
+}
+
+TEST_F(DecodeKernelsGpu, ResidualEpilogueEqualsBitLinearThenTheAdd) {
+  for_every_ternary_form([](const std::string& form) { EXPECT_EQ(residual_differences(true), 0u) << form; });
+}
+
+// The planted bug: the residual's add contracted with the last product (one fma).
+TEST_F(DecodeKernelsGpu, ResidualEpiloguePlantedBugIsCaught) {
+  for (int version : {1, 2, 3}) {
+    launch::set_ternary_gemv_version(version);
+    launch::set_decode_linear_mutant(launch::DecodeLinearMutant::ternary_residual_contracted);
+    const std::size_t d = residual_differences(false);
+    launch::set_decode_linear_mutant(launch::DecodeLinearMutant::none);
+    std::printf("planted in ternary_gemv v%d: the residual's add contracted into an fma: %zu cells differ\n",
+                version == 3 ? 2 : version, d);
+    EXPECT_GT(d, 0u) << "v" << version;
+    EXPECT_EQ(residual_differences(true), 0u) << "v" << version << " after its mutant";
   }
   launch::set_ternary_gemv_version(0);
 }

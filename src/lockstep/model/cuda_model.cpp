@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstdint>
 #include <limits>
 #include <cmath>
 #include <memory>
@@ -330,6 +331,36 @@ struct DecodeBackend<cuda::OpKernels> {
     launch::ternary_gemv_parts(st.pending.data(), st.pending.size(), st.pending_in, st.xq.data(), st.pending_rows,
                                st.step.data());
     st.pending.clear();
+  }
+  // Whether n floats at p and n at q share no byte.
+  static bool disjoint(const float* p, const float* q, std::size_t n) {
+    const auto u = reinterpret_cast<std::uintptr_t>(p), v = reinterpret_cast<std::uintptr_t>(q);
+    return u + n * sizeof(float) <= v || v + n * sizeof(float) <= u;
+  }
+  // The residual add y = a + b after a deferred BitLinear that wrote a or b
+  // (o_proj, down_proj: the pending launch of one part) folded into that
+  // launch's epilogue (TernaryPart::sum: the same __fadd_rn on the same values,
+  // the BitLinear's y still written), with the session-10 epilogues on
+  // (LOCKSTEP_DECODE_EPILOGUES, cuda::launch::decode_epilogues). Declines
+  // (false: the caller flushes and launches residual_fwd) for anything else:
+  // no pending part or joined parts, a shape that is not the part's, the
+  // other operand overlapping the part's output, or an output that overlaps
+  // an operand without being it.
+  static bool residual(cuda::OpKernels&, State& st, const ops::ResidualAdd::Config& c,
+                       const ops::ResidualAdd::FwdArgs<float>& a) {
+    if (!launch::decode_epilogues() || st.pending.size() != 1) return false;
+    launch::TernaryPart& part = st.pending.back();
+    if (part.sum != nullptr || c.n != st.pending_rows * part.M || c.n == 0) return false;
+    const bool b_is_y = a.b == part.y && a.a != part.y, a_is_y = a.a == part.y && a.b != part.y;
+    if (!b_is_y && !a_is_y) return false;
+    const float* other = b_is_y ? a.a : a.b;
+    const auto apart = [n = c.n](const float* p, const float* q) { return disjoint(p, q, n); };
+    if (!apart(other, part.y) || !(a.y == other || apart(a.y, other)) || !(a.y == part.y || apart(a.y, part.y)))
+      return false;
+    part.add = other;
+    part.sum = a.y;
+    part.add_first = b_is_y;
+    return true;
   }
   // A pass starts: nothing of a pass that threw is launched later.
   static void drop_pending(State& st) { st.pending.clear(); }

@@ -404,6 +404,21 @@ class DecodeKernels : public ad::KeyedKernels<DecodeKernels<K>, float> {
       inner_.run(c, a);
     }
   }
+  // ... the residual add where the backend folds it into the deferred
+  // BitLinear whose output it reads (DecodeBackend<cuda::OpKernels>::residual:
+  // o_proj and down_proj's launch adds it in its epilogue, the same add on the
+  // same values); else, or when the backend declines, K's ...
+  void run(const ops::ResidualAdd::Config& c, const ops::ResidualAdd::FwdArgs<float>& a) {
+    if (replaying()) return;
+    if constexpr (requires { Backend::residual(inner_, state_, c, a); }) {
+      if (Backend::residual(inner_, state_, c, a)) {
+        codes_of_ = nullptr;  // as settle: no BitLinear joins across it
+        return;
+      }
+    }
+    settle();
+    inner_.run(c, a);
+  }
   // ... the token embedding where the backend reads it from its own form ...
   void run(const ops::Embedding::Config& c, const ops::Embedding::FwdArgs<float>& a) {
     if (replaying()) return;
