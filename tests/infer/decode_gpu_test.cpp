@@ -136,17 +136,19 @@ TEST_P(DecodeGpu, TheFusedDecodeKernelsChangeNoBit) {
 
 // The session-10 decode epilogues (LOCKSTEP_DECODE_EPILOGUES; docs/perf/DECODE_CUDA.md
 // §11) change no bit: the residual add after o_proj and down_proj folded into
-// their ternary_gemv launch (DecodeBackend<cuda::OpKernels>::residual). Token by
-// token and batched, with v1 and v2 of the GEMV, the logits with the epilogues
-// on and off are the CPU's; with them on a BitNet decode launches the GEMVs
-// with the residual and one residual_fwd fewer for each; the other families
-// none of them.
+// their ternary_gemv launch (DecodeBackend<cuda::OpKernels>::residual), and
+// ReLU²·up into the FFN sub-norm's launch (act_norm). Token by token and
+// batched, with v1 and v2 of the GEMV, the logits with the epilogues on and
+// off are the CPU's; with them on a BitNet decode launches the GEMVs with the
+// residual and the fused activation + norm, one residual_fwd fewer for each
+// residual epilogue and one relu2mul_fwd and one norm fewer for each fused
+// activation; the other families none of them.
 TEST_P(DecodeGpu, TheDecodeEpiloguesChangeNoBit) {
   const auto& cfg = cpu_->config();
   const Want want = cpu_logits(17);
   for (int version : {1, 2}) {
     cuda::launch::set_ternary_gemv_version(version);
-    long residual_fwd[2] = {}, epilogue[2] = {};
+    long residual_fwd[2] = {}, epilogue[2] = {}, relu2mul[2] = {}, act_norm[2] = {}, norms[2] = {};
     for (int on : {0, 1}) {
       cuda::launch::set_decode_epilogues(on);
       cuda::trace::process_log().reset_launches();
@@ -156,16 +158,25 @@ TEST_P(DecodeGpu, TheDecodeEpiloguesChangeNoBit) {
       for (const auto& [name, count] : cuda::trace::process_log().launches())
         if (name.starts_with("ternary_gemv") && name.ends_with("+ residual)")) n += count;
       epilogue[on] = n;
+      relu2mul[on] = launches_of("relu2mul_fwd");
+      act_norm[on] = launches_of("relu2mul_rmsnorm_quantize_i8");
+      norms[on] = launches_of("rmsnorm_quantize_i8") + launches_of("rmsnorm_fwd");
     }
-    std::printf("%s, ternary_gemv v%d: epilogues off: %ld residual_fwd, %ld GEMVs + residual; on: %ld, %ld\n",
-                GetParam().name.c_str(), version, residual_fwd[0], epilogue[0], residual_fwd[1], epilogue[1]);
-    EXPECT_EQ(epilogue[0], 0) << "a residual epilogue ran with the epilogues off";
+    std::printf("%s, ternary_gemv v%d: epilogues off: %ld residual_fwd, %ld GEMVs + residual, %ld relu2mul_fwd, %ld "
+                "fused activation + norm, %ld norms; on: %ld, %ld, %ld, %ld, %ld\n",
+                GetParam().name.c_str(), version, residual_fwd[0], epilogue[0], relu2mul[0], act_norm[0], norms[0],
+                residual_fwd[1], epilogue[1], relu2mul[1], act_norm[1], norms[1]);
+    EXPECT_EQ(epilogue[0] + act_norm[0], 0) << "a session-10 epilogue ran with the epilogues off";
     if (cfg.family == model::Family::Bitnet) {
       EXPECT_GT(epilogue[1], 0) << "no residual add ran in a GEMV's epilogue in a BitNet decode";
       EXPECT_EQ(residual_fwd[0] - residual_fwd[1], epilogue[1]) << "each residual epilogue replaces one residual_fwd";
+      EXPECT_GT(act_norm[1], 0) << "ReLU²·up never ran inside the FFN sub-norm in a BitNet decode";
+      EXPECT_EQ(relu2mul[0] - relu2mul[1], act_norm[1]) << "each fused activation + norm replaces one relu2mul_fwd";
+      EXPECT_EQ(norms[0] - norms[1], act_norm[1]) << "each fused activation + norm replaces one norm";
     } else {
-      EXPECT_EQ(epilogue[1], 0) << "a residual epilogue ran in a model without BitLinears";
+      EXPECT_EQ(epilogue[1] + act_norm[1], 0) << "a session-10 epilogue ran in a model without BitLinears";
       EXPECT_EQ(residual_fwd[1], residual_fwd[0]);
+      EXPECT_EQ(relu2mul[1], relu2mul[0]);
     }
   }
 }

@@ -14,6 +14,8 @@
 //   * the residual epilogue (TernaryPart::add / sum: o_proj and down_proj with
 //     the residual add after them in one launch) = ops::BitLinear::forward then
 //     ops::ResidualAdd::forward, every kernel form, apart and in place;
+//   * ReLU²·up + the FFN sub-norm + codes in one launch (act_norm.cu) =
+//     ops::ReluSqMul, ops::RmsNorm, ops::quantize_rows; its planted bug caught;
 //   * the planted bugs (decode_linear_launch.hpp's DecodeLinearMutant) are caught,
 //     v2's half-warp join and its dropped last unit too;
 //   * cached_attention (decode.cu) = ops::CachedAttention::forward: the staged
@@ -37,6 +39,7 @@
 
 #include "../model/model_test_util.hpp"
 #include "lockstep/ad/rng.hpp"
+#include "lockstep/backend/cuda/act_norm_launch.hpp"
 #include "lockstep/backend/cuda/decode_launch.hpp"
 #include "lockstep/backend/cuda/decode_linear_launch.hpp"
 #include "lockstep/backend/cuda/device.hpp"
@@ -47,6 +50,7 @@
 #include "lockstep/model/model.hpp"
 #include "lockstep/ops/activation.hpp"
 #include "lockstep/ops/cached_attention.hpp"
+#include "lockstep/ops/norm.hpp"
 #include "lockstep/ops/op.hpp"
 #include "lockstep/ops/quant.hpp"
 
@@ -469,3 +473,77 @@ TEST_F(DecodeKernelsGpu, RmsNormQuantizeEqualsTheSpecAndItsMutantIsCaught) {
 }
 
 }  // namespace
+
+namespace {
+
+// ReLU²·up + the FFN sub-norm + its codes in one launch (act_norm.cu) against
+// ops::ReluSqMul::forward, ops::RmsNorm::forward and ops::quantize_rows: h, y,
+// rstd, codes and steps. Differing values over the shapes (the 2B4T FFN width
+// 6912 at 1, 8, 32 rows; 8192; off the 16-byte path; past one chunk); gates
+// with −0, +0, negative rows (h = ±0).
+std::size_t act_norm_differences(bool print, const launch::ActNormOptions& options) {
+  struct S {
+    std::size_t rows, dim, offset;
+  };
+  const std::vector<S> shapes{{1, 6912, 0}, {8, 6912, 0}, {32, 6912, 0}, {2, 8192, 0},
+                              {3, 6913, 0}, {5, 4097, 0}, {4, 2560, 1},  {1, 7, 0}};
+  std::size_t total = 0;
+  std::uint64_t seed = 900;
+  for (const S& s : shapes) {
+    const std::size_t n = s.rows * s.dim;
+    std::vector<float> gate = uniform(n, 3.0, seed++), up = uniform(n, 2.0, seed++), w = uniform(s.dim, 1.0, seed++);
+    for (std::size_t i = 0; i < n; i += 11) gate[i] = -0.0f;
+    for (std::size_t i = 1; i < n; i += 11) gate[i] = 0.0f;
+    for (std::size_t i = 2; i < n; i += 11) up[i] = -0.0f;
+    if (s.rows > 1)
+      for (std::size_t k = 0; k < s.dim; ++k) gate[s.dim + k] = -std::fabs(gate[s.dim + k]);
+    const ops::ElementwiseConfig ec{n};
+    const std::vector<float> h =
+        ops::ReluSqMul::forward(ec, ops::ReluSqMul::Inputs<float>{Tensor<float>({n}, gate), Tensor<float>({n}, up)})
+            .y.data;
+    const auto o = ops::RmsNorm::forward(ops::NormConfig{s.rows, s.dim, 1e-5},
+                                         ops::RmsNorm::Inputs<float>{Tensor<float>({s.rows, s.dim}, h),
+                                                                     Tensor<float>({s.dim}, w)});
+    const ops::RowCodes<float> r =
+        ops::quantize_rows(o.y.data.data(), s.rows, s.dim, static_cast<float>(ops::BitLinear::kActFloor));
+    std::vector<float> gpad(s.offset, 0.0f), upad(s.offset, 0.0f);
+    gpad.insert(gpad.end(), gate.begin(), gate.end());
+    upad.insert(upad.end(), up.begin(), up.end());
+    cuda::DeviceBuffer<float> dg(gpad.size()), du(upad.size()), dh(s.offset + n), dw(s.dim), dy(n), drstd(s.rows),
+        dstep(s.rows);
+    cuda::DeviceBuffer<std::int8_t> dq(n);
+    dg.upload(gpad);
+    du.upload(upad);
+    dw.upload(w);
+    launch::relu2mul_rmsnorm_quantize_i8(s.rows, s.dim, static_cast<float>(1e-5), dg.data() + s.offset,
+                                         du.data() + s.offset, dh.data() + s.offset, dw.data(), dy.data(),
+                                         drstd.data(), static_cast<float>(ops::BitLinear::kActFloor), dq.data(),
+                                         dstep.data(), options);
+    cuda::synchronize("relu2mul_rmsnorm_quantize_i8 test");
+    std::vector<float> got_h = dh.download();
+    got_h.erase(got_h.begin(), got_h.begin() + static_cast<long>(s.offset));
+    const std::vector<std::int8_t> got_q = dq.download();
+    std::size_t dcodes = 0;
+    for (std::size_t i = 0; i < n; ++i) dcodes += got_q[i] != r.q[i] ? 1 : 0;
+    const std::size_t d = differing_bits(got_h, h) + differing_bits(dy.download(), o.y.data) +
+                          differing_bits(drstd.download(), o.rstd.data) + differing_bits(dstep.download(), r.step) +
+                          dcodes;
+    if (print && d != 0)
+      ADD_FAILURE() << "relu2mul_rmsnorm_quantize_i8 rows " << s.rows << " dim " << s.dim << " offset " << s.offset
+                    << ": " << d << " values differ from ReluSqMul, RmsNorm, quantize_rows";
+    total += d;
+  }
+  return total;
+}
+
+}  // namespace
+
+TEST_F(DecodeKernelsGpu, ActNormEqualsTheSpecAndItsMutantIsCaught) {
+  EXPECT_EQ(act_norm_differences(true, {}), 0u);
+  launch::ActNormOptions unclamped;
+  unclamped.gate_unclamped = true;
+  const std::size_t planted = act_norm_differences(false, unclamped);
+  std::printf("planted: relu2mul_rmsnorm_quantize_i8 without ReLU's clamp at 0: %zu values differ\n", planted);
+  EXPECT_GT(planted, 0u) << "the comparison did not see the unclamped gate";
+  EXPECT_EQ(act_norm_differences(true, {}), 0u) << "after the mutant";
+}

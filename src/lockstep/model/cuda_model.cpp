@@ -25,6 +25,7 @@
 
 #include <fmt/format.h>
 
+#include "lockstep/backend/cuda/act_norm_launch.hpp"
 #include "lockstep/backend/cuda/audit.hpp"
 #include "lockstep/backend/cuda/col_quant.hpp"
 #include "lockstep/backend/cuda/core_launch.hpp"
@@ -263,6 +264,12 @@ struct DecodeBackend<cuda::OpKernels> {
     // of any other kind (flush, which the decode kernel set calls first).
     std::vector<cuda::launch::TernaryPart> pending;
     std::size_t pending_in = 0, pending_rows = 0;
+    // ReLU²·up not yet launched (the BitNet FFN's activation, relu2mul): the
+    // FFN sub-norm reading its output next runs both in one launch (act_norm);
+    // any other kernel launches it first (flush).
+    bool act_pending = false;
+    ops::ReluSqMul::Config act_config;
+    ops::ReluSqMul::FwdArgs<float> act_args{};
   };
   static const Ternary& ternary(State& st, const float* w, std::size_t out, std::size_t in) {
     auto it = st.ternary.find(w);
@@ -325,8 +332,12 @@ struct DecodeBackend<cuda::OpKernels> {
     st.pending_rows = c.rows;
     return true;
   }
-  // Launches the joined BitLinears (nothing when none wait).
-  static void flush(cuda::OpKernels&, State& st) {
+  // Launches the deferred ReLU²·up and the joined BitLinears (nothing when none wait).
+  static void flush(cuda::OpKernels& k, State& st) {
+    if (st.act_pending) {
+      st.act_pending = false;
+      k.run(st.act_config, st.act_args);
+    }
     if (st.pending.empty()) return;
     launch::ternary_gemv_parts(st.pending.data(), st.pending.size(), st.pending_in, st.xq.data(), st.pending_rows,
                                st.step.data());
@@ -363,7 +374,45 @@ struct DecodeBackend<cuda::OpKernels> {
     return true;
   }
   // A pass starts: nothing of a pass that threw is launched later.
-  static void drop_pending(State& st) { st.pending.clear(); }
+  static void drop_pending(State& st) {
+    st.pending.clear();
+    st.act_pending = false;
+  }
+  // ReLU²·up deferred (true) where the norm after it may take it in
+  // (act_norm): the session-10 epilogues and the session-8 changes on, in a
+  // model whose BitLinears run on the GEMVs. The decode kernel set has
+  // launched everything pending before it.
+  static bool relu2mul(cuda::OpKernels&, State& st, const ops::ReluSqMul::Config& c,
+                       const ops::ReluSqMul::FwdArgs<float>& a) {
+    if (!launch::decode_epilogues() || !launch::decode_fusion() || !st.bitlinear_seen || c.n == 0) return false;
+    st.act_pending = true;
+    st.act_config = c;
+    st.act_args = a;
+    return true;
+  }
+  // The RMSNorm of the deferred ReLU²·up's output h, the two in one launch
+  // (relu2mul_rmsnorm_quantize_i8: relu2mul_fwd's h, still written, then
+  // rmsnorm_quantize_i8's y, rstd, codes and steps of h, the same bits):
+  // true, with st.xq/st.step the codes of a.y. False (nothing launched) where
+  // the norm reads anything else, the shape is outside the fused kernel's
+  // rows/width, or h overlaps gate, up or y without being y.
+  static bool act_norm(cuda::OpKernels&, State& st, const ops::NormConfig& c, const ops::RmsNorm::FwdArgs<float>& a) {
+    if (!st.act_pending || !st.pending.empty() || st.act_args.y != a.x || st.act_config.n != c.rows * c.dim ||
+        c.rows > kGemvRows || !launch::act_norm_fused(c.rows, c.dim))
+      return false;
+    const ops::ReluSqMul::FwdArgs<float>& h = st.act_args;
+    const auto apart = [n = st.act_config.n](const float* p, const float* q) { return disjoint(p, q, n); };
+    if (!apart(h.y, h.gate) || !apart(h.y, h.up) || !(a.y == h.y || (apart(a.y, h.y) && apart(a.y, h.gate) &&
+                                                                   apart(a.y, h.up))))
+      return false;
+    st.act_pending = false;
+    st.xq.resize(c.rows * c.dim);
+    st.step.resize(c.rows);
+    launch::relu2mul_rmsnorm_quantize_i8(c.rows, c.dim, static_cast<float>(c.eps), h.gate, h.up, h.y, a.w, a.y,
+                                         a.rstd, static_cast<float>(ops::BitLinear::kActFloor), st.xq.data(),
+                                         st.step.data());
+    return true;
+  }
   // RMSNorm with the int8 codes of its output fused in (rmsnorm_quantize_i8:
   // rmsnorm_fwd's y and rstd, row_quantize_i8's codes and steps of y, in one
   // launch), where the GEMVs would quantize y next: few rows, a model whose

@@ -391,8 +391,18 @@ class DecodeKernels : public ad::KeyedKernels<DecodeKernels<K>, float> {
   // ... RMSNorm where the backend fuses the activation codes of its output
   // into it (DecodeBackend<cuda::OpKernels>::rmsnorm: a BitLinear reading y
   // next finds them held, as q, k and v do) ...
+  // (or, where the backend deferred the ReLU²·up whose output the norm reads,
+  // the two in one launch: DecodeBackend<cuda::OpKernels>::act_norm) ...
   void run(const ops::NormConfig& c, const ops::RmsNorm::FwdArgs<float>& a) {
     if (replaying()) return;
+    if constexpr (requires { Backend::act_norm(inner_, state_, c, a); }) {
+      if (Backend::act_norm(inner_, state_, c, a)) {
+        codes_of_ = a.y;
+        codes_rows_ = c.rows;
+        codes_in_ = c.dim;
+        return;
+      }
+    }
     settle();
     if constexpr (requires { Backend::rmsnorm(inner_, state_, c, a); }) {
       if (Backend::rmsnorm(inner_, state_, c, a)) {
@@ -403,6 +413,17 @@ class DecodeKernels : public ad::KeyedKernels<DecodeKernels<K>, float> {
     } else {
       inner_.run(c, a);
     }
+  }
+  // ... ReLU²·up where the backend defers it, to fold it into the norm that
+  // reads its output next (DecodeBackend<cuda::OpKernels>::relu2mul; any other
+  // kernel launches it first: settle) ...
+  void run(const ops::ReluSqMul::Config& c, const ops::ReluSqMul::FwdArgs<float>& a) {
+    if (replaying()) return;
+    settle();
+    if constexpr (requires { Backend::relu2mul(inner_, state_, c, a); }) {
+      if (Backend::relu2mul(inner_, state_, c, a)) return;
+    }
+    inner_.run(c, a);
   }
   // ... the residual add where the backend folds it into the deferred
   // BitLinear whose output it reads (DecodeBackend<cuda::OpKernels>::residual:
