@@ -137,18 +137,21 @@ TEST_P(DecodeGpu, TheFusedDecodeKernelsChangeNoBit) {
 // The session-10 decode epilogues (LOCKSTEP_DECODE_EPILOGUES; docs/perf/DECODE_CUDA.md
 // §11) change no bit: the residual add after o_proj and down_proj folded into
 // their ternary_gemv launch (DecodeBackend<cuda::OpKernels>::residual), and
-// ReLU²·up into the FFN sub-norm's launch (act_norm). Token by token and
+// ReLU²·up into the FFN sub-norm's launch (act_norm), RoPE of q and k into
+// the attention's cache writes (rope_store). Token by token and
 // batched, with v1 and v2 of the GEMV, the logits with the epilogues on and
 // off are the CPU's; with them on a BitNet decode launches the GEMVs with the
 // residual and the fused activation + norm, one residual_fwd fewer for each
 // residual epilogue and one relu2mul_fwd and one norm fewer for each fused
-// activation; the other families none of them.
+// activation; the RoPE families (llama, bitnet) the fused RoPE + cache
+// writes, two rope_rows and two store_rows_at fewer for each; gpt2 none.
 TEST_P(DecodeGpu, TheDecodeEpiloguesChangeNoBit) {
   const auto& cfg = cpu_->config();
   const Want want = cpu_logits(17);
   for (int version : {1, 2}) {
     cuda::launch::set_ternary_gemv_version(version);
-    long residual_fwd[2] = {}, epilogue[2] = {}, relu2mul[2] = {}, act_norm[2] = {}, norms[2] = {};
+    long residual_fwd[2] = {}, epilogue[2] = {}, relu2mul[2] = {}, act_norm[2] = {}, norms[2] = {}, rope[2] = {},
+         stores[2] = {}, rope_store[2] = {};
     for (int on : {0, 1}) {
       cuda::launch::set_decode_epilogues(on);
       cuda::trace::process_log().reset_launches();
@@ -161,6 +164,20 @@ TEST_P(DecodeGpu, TheDecodeEpiloguesChangeNoBit) {
       relu2mul[on] = launches_of("relu2mul_fwd");
       act_norm[on] = launches_of("relu2mul_rmsnorm_quantize_i8");
       norms[on] = launches_of("rmsnorm_quantize_i8") + launches_of("rmsnorm_fwd");
+      rope[on] = launches_of("rope_rows");
+      stores[on] = launches_of("store_rows_at");
+      rope_store[on] = launches_of("rope_store_rows");
+    }
+    std::printf("%s, ternary_gemv v%d: epilogues off: %ld rope_rows, %ld store_rows_at, %ld fused; on: %ld, %ld, %ld\n",
+                GetParam().name.c_str(), version, rope[0], stores[0], rope_store[0], rope[1], stores[1],
+                rope_store[1]);
+    EXPECT_EQ(rope_store[0], 0) << "the fused RoPE + cache writes ran with the epilogues off";
+    if (cfg.family == model::Family::Gpt2) {
+      EXPECT_EQ(rope_store[1], 0) << "RoPE fused in a model without RoPE";
+    } else {
+      EXPECT_GT(rope_store[1], 0) << "RoPE and the cache writes never ran as one launch";
+      EXPECT_EQ(rope[0] - rope[1], 2 * rope_store[1]) << "each fused launch replaces q's and k's rope_rows";
+      EXPECT_EQ(stores[0] - stores[1], 2 * rope_store[1]) << "each fused launch replaces k's and v's store_rows_at";
     }
     std::printf("%s, ternary_gemv v%d: epilogues off: %ld residual_fwd, %ld GEMVs + residual, %ld relu2mul_fwd, %ld "
                 "fused activation + norm, %ld norms; on: %ld, %ld, %ld, %ld, %ld\n",

@@ -16,6 +16,8 @@
 //     ops::ResidualAdd::forward, every kernel form, apart and in place;
 //   * ReLU²·up + the FFN sub-norm + codes in one launch (act_norm.cu) =
 //     ops::ReluSqMul, ops::RmsNorm, ops::quantize_rows; its planted bug caught;
+//   * RoPE of q, k + the K/V cache writes in one launch (rope_store.cu) = rope_rows
+//     and store_rows_at on the device; its planted bug caught;
 //   * the planted bugs (decode_linear_launch.hpp's DecodeLinearMutant) are caught,
 //     v2's half-warp join and its dropped last unit too;
 //   * cached_attention (decode.cu) = ops::CachedAttention::forward: the staged
@@ -47,12 +49,14 @@
 #include "lockstep/backend/cuda/gemm_launch.hpp"
 #include "lockstep/backend/cuda/mutant.hpp"
 #include "lockstep/backend/cuda/pointwise_launch.hpp"
+#include "lockstep/backend/cuda/rope_store_launch.hpp"
 #include "lockstep/model/model.hpp"
 #include "lockstep/ops/activation.hpp"
 #include "lockstep/ops/cached_attention.hpp"
 #include "lockstep/ops/norm.hpp"
 #include "lockstep/ops/op.hpp"
 #include "lockstep/ops/quant.hpp"
+#include "lockstep/ops/rope.hpp"
 
 namespace {
 
@@ -546,4 +550,88 @@ TEST_F(DecodeKernelsGpu, ActNormEqualsTheSpecAndItsMutantIsCaught) {
   std::printf("planted: relu2mul_rmsnorm_quantize_i8 without ReLU's clamp at 0: %zu values differ\n", planted);
   EXPECT_GT(planted, 0u) << "the comparison did not see the unclamped gate";
   EXPECT_EQ(act_norm_differences(true, {}), 0u) << "after the mutant";
+}
+
+namespace {
+
+// RoPE of q and k with the K/V cache writes in one launch (rope_store.cu)
+// against the launches it replaces on the device (rope_rows of q and of k,
+// store_rows_at of k and v: decode.cu's, whose bits the decode tests hold to
+// the CPU's): q, k and both caches. The 2B4T heads and small GQA ones, both
+// layouts, 1 to 32 rows over 4 slots. Differing values.
+std::size_t rope_store_differences(bool print, const launch::RopeStoreOptions& options) {
+  struct H {
+    std::size_t rows, q_heads, kv_heads, head_dim;
+    bool interleaved;
+  };
+  const std::size_t slots = 4, ctx = 40;
+  std::size_t total = 0;
+  std::uint64_t seed = 1200;
+  for (const H& h : {H{1, 20, 5, 128, false}, H{8, 20, 5, 128, false}, H{32, 20, 5, 128, true}, H{3, 4, 2, 6, true},
+                     H{5, 2, 1, 64, false}}) {
+    const std::size_t qw = h.q_heads * h.head_dim, kw = h.kv_heads * h.head_dim, ldv = kw + 5;
+    const std::vector<float> q = uniform(h.rows * qw, 2.0, seed++), k = uniform(h.rows * kw, 2.0, seed++),
+                             v = uniform(h.rows * ldv, 2.0, seed++);
+    std::vector<std::int32_t> rows(2 * h.rows);  // slots, then positions: distinct (slot, pos) a row
+    for (std::size_t r = 0; r < h.rows; ++r) {
+      rows[r] = static_cast<std::int32_t>(r % slots);
+      rows[h.rows + r] = static_cast<std::int32_t>(r == 0 ? 0 : (7 * r + 1) % ctx);
+    }
+    const ops::Rope::Config tc{1, ctx, h.q_heads, h.head_dim, 10000.0,
+                               h.interleaved ? ops::RopeLayout::interleaved : ops::RopeLayout::rotate_half, 0};
+    const ops::Rope::Table<float> tab = ops::Rope::table<float>(tc);
+    std::vector<float> table(tab.cos);
+    table.insert(table.end(), tab.sin.begin(), tab.sin.end());
+    cuda::DeviceBuffer<float> dtab(table.size()), dq(q.size()), dk(k.size()), dv(v.size());
+    cuda::DeviceBuffer<std::int32_t> drows(rows.size());
+    dtab.upload(table);
+    dq.upload(q);
+    dk.upload(k);
+    dv.upload(v);
+    drows.upload(rows);
+    const std::vector<float> poison(slots * ctx * kw, 7.0f);
+    std::vector<float> out[2][4];  // [path][q, k, k cache, v cache]
+    for (int fused : {0, 1}) {
+      cuda::DeviceBuffer<float> qy(q.size()), ky(k.size()), kc(poison.size()), vc(poison.size());
+      kc.upload(poison);
+      vc.upload(poison);
+      const std::int32_t* slot = drows.data();
+      const std::int32_t* pos = drows.data() + h.rows;
+      if (fused) {
+        const launch::RopeStoreShape s{.rows = h.rows, .q_heads = h.q_heads, .kv_heads = h.kv_heads,
+                                       .head_dim = h.head_dim, .interleaved = h.interleaved, .tab_seq = ctx,
+                                       .ldv = ldv, .ctx = ctx};
+        launch::rope_store_rows(s, dtab.data(), slot, pos, dq.data(), qy.data(), dk.data(), ky.data(), dv.data(),
+                                kc.data(), vc.data(), options);
+      } else {
+        launch::rope_rows(h.rows, h.q_heads, h.head_dim, h.interleaved, ctx, dtab.data(), pos, dq.data(), qy.data());
+        launch::rope_rows(h.rows, h.kv_heads, h.head_dim, h.interleaved, ctx, dtab.data(), pos, dk.data(), ky.data());
+        launch::store_rows_at(ky.data(), kw, h.rows, kw, slot, pos, ctx, kc.data());
+        launch::store_rows_at(dv.data(), ldv, h.rows, kw, slot, pos, ctx, vc.data());
+      }
+      cuda::synchronize("rope_store_rows test");
+      out[fused][0] = qy.download();
+      out[fused][1] = ky.download();
+      out[fused][2] = kc.download();
+      out[fused][3] = vc.download();
+    }
+    std::size_t d = 0;
+    for (int i = 0; i < 4; ++i) d += differing_bits(out[1][i], out[0][i]);
+    if (print && d != 0)
+      ADD_FAILURE() << "rope_store_rows rows " << h.rows << " heads " << h.q_heads << "/" << h.kv_heads << " dim "
+                    << h.head_dim << ": " << d << " values differ from rope_rows + store_rows_at";
+    total += d;
+  }
+  return total;
+}
+
+}  // namespace
+
+TEST_F(DecodeKernelsGpu, RopeStoreEqualsRopeRowsAndTheCacheWrites) {
+  EXPECT_EQ(rope_store_differences(true, {}), 0u);
+  launch::RopeStoreOptions unrotated;
+  unrotated.cache_unrotated = true;
+  const std::size_t planted = rope_store_differences(false, unrotated);
+  std::printf("planted: rope_store_rows writing k to the cache before its rotation: %zu values differ\n", planted);
+  EXPECT_GT(planted, 0u) << "the comparison did not see the unrotated cache";
 }

@@ -42,6 +42,7 @@
 #include "lockstep/backend/cuda/pointwise_launch.hpp"
 #include "lockstep/backend/cuda/probe.hpp"
 #include "lockstep/backend/cuda/profile.hpp"
+#include "lockstep/backend/cuda/rope_store_launch.hpp"
 #include "lockstep/model/kernel_model.hpp"
 #include "lockstep/model/model.hpp"
 #include "lockstep/model/params.hpp"
@@ -270,6 +271,15 @@ struct DecodeBackend<cuda::OpKernels> {
     bool act_pending = false;
     ops::ReluSqMul::Config act_config;
     ops::ReluSqMul::FwdArgs<float> act_args{};
+    // RoPE of q and of k not yet launched (defer_rope): the attention after
+    // them runs both with its cache writes in one launch (rope_store); any
+    // other kernel launches them first (flush).
+    struct PendingRope {
+      ops::Rope::Config c;
+      ops::Rope::FwdArgs<float> a;
+      std::size_t rows, ctx;
+    };
+    std::vector<PendingRope> ropes;
   };
   static const Ternary& ternary(State& st, const float* w, std::size_t out, std::size_t in) {
     auto it = st.ternary.find(w);
@@ -338,16 +348,22 @@ struct DecodeBackend<cuda::OpKernels> {
       st.act_pending = false;
       k.run(st.act_config, st.act_args);
     }
+    for (const State::PendingRope& r : st.ropes) launch_rope(st, r.c, r.a, r.rows, r.ctx);
+    st.ropes.clear();
+    flush_gemvs(st);
+  }
+  static void flush_gemvs(State& st) {
     if (st.pending.empty()) return;
     launch::ternary_gemv_parts(st.pending.data(), st.pending.size(), st.pending_in, st.xq.data(), st.pending_rows,
                                st.step.data());
     st.pending.clear();
   }
-  // Whether n floats at p and n at q share no byte.
-  static bool disjoint(const float* p, const float* q, std::size_t n) {
+  // Whether np floats at p and nq at q share no byte.
+  static bool disjoint(const float* p, std::size_t np, const float* q, std::size_t nq) {
     const auto u = reinterpret_cast<std::uintptr_t>(p), v = reinterpret_cast<std::uintptr_t>(q);
-    return u + n * sizeof(float) <= v || v + n * sizeof(float) <= u;
+    return u + np * sizeof(float) <= v || v + nq * sizeof(float) <= u;
   }
+  static bool disjoint(const float* p, const float* q, std::size_t n) { return disjoint(p, n, q, n); }
   // The residual add y = a + b after a deferred BitLinear that wrote a or b
   // (o_proj, down_proj: the pending launch of one part) folded into that
   // launch's epilogue (TernaryPart::sum: the same __fadd_rn on the same values,
@@ -377,6 +393,7 @@ struct DecodeBackend<cuda::OpKernels> {
   static void drop_pending(State& st) {
     st.pending.clear();
     st.act_pending = false;
+    st.ropes.clear();
   }
   // ReLU²·up deferred (true) where the norm after it may take it in
   // (act_norm): the session-10 epilogues and the session-8 changes on, in a
@@ -448,6 +465,49 @@ struct DecodeBackend<cuda::OpKernels> {
   }
   static void rope(cuda::OpKernels&, State& st, const ops::Rope::Config& c, const ops::Rope::FwdArgs<float>& a,
                    std::size_t rows, std::size_t ctx) {
+    launch_rope(st, c, a, rows, ctx);
+  }
+  // RoPE deferred (true) with the session-10 epilogues on: the attention after
+  // q's and k's (rope_store) takes both in with its cache writes. What waits
+  // before it (the q/k/v GEMVs) launches now; the table is uploaded now (a
+  // first use: outside any capture, as before).
+  static bool defer_rope(cuda::OpKernels&, State& st, const ops::Rope::Config& c,
+                         const ops::Rope::FwdArgs<float>& a, std::size_t rows, std::size_t ctx) {
+    if (!launch::decode_epilogues() || !launch::decode_fusion() || st.act_pending || st.ropes.size() >= 2)
+      return false;  // (the caller settles)
+    flush_gemvs(st);
+    rope_table(st, c, ctx);
+    st.ropes.push_back({c, a, rows, ctx});
+    return true;
+  }
+  // The attention's cache writes of k and v with the deferred RoPE of q and k
+  // in one launch (rope_store_rows: rope_rows's and store_rows_at's values):
+  // true, nothing of them left to run. False (nothing launched) unless the
+  // two ropes wait and wrote exactly the attention's q and k rows (contiguous,
+  // the pass's rows, one table), with k, v and the caches apart from q.
+  static bool rope_store(cuda::OpKernels&, State& st, const ops::Attention::FwdArgs<float>& a, std::size_t rows,
+                         std::size_t kvdim, float* k_cache, float* v_cache, std::size_t ctx) {
+    if (st.ropes.size() != 2 || !st.pending.empty() || st.act_pending) return false;
+    const State::PendingRope& q = st.ropes[0].a.y == a.q ? st.ropes[0] : st.ropes[1];
+    const State::PendingRope& kr = &q == &st.ropes[0] ? st.ropes[1] : st.ropes[0];
+    const std::size_t dh = q.c.head_dim;
+    if (q.a.y != a.q || kr.a.y != a.k || q.rows != rows || kr.rows != rows || q.ctx != ctx || kr.ctx != ctx ||
+        kr.c.head_dim != dh || kr.c.layout != q.c.layout || kr.c.base != q.c.base || a.ldq != q.c.heads * dh ||
+        a.ldkv != kvdim || kr.c.heads * dh != kvdim || rows != st.row_count)
+      return false;
+    const std::size_t nq = rows * a.ldq, nk = rows * kvdim;
+    if (!disjoint(a.q, nq, a.k, nk) || !disjoint(a.q, nq, a.v, nk) || !disjoint(q.a.x, nq, a.k, nk))
+      return false;
+    const launch::RopeStoreShape s{.rows = rows, .q_heads = q.c.heads, .kv_heads = kr.c.heads, .head_dim = dh,
+                                   .interleaved = q.c.layout == ops::RopeLayout::interleaved, .tab_seq = ctx,
+                                   .ldv = a.ldkv, .ctx = ctx};
+    launch::rope_store_rows(s, st.rope_table.data(), st.rows.data(), st.rows.data() + st.row_count, q.a.x, q.a.y,
+                            kr.a.x, kr.a.y, a.v, k_cache, v_cache);
+    st.ropes.clear();
+    return true;
+  }
+  // The cos/sin table of positions 0..ctx-1 on the device (uploaded when its key changes).
+  static void rope_table(State& st, const ops::Rope::Config& c, std::size_t ctx) {
     ops::Rope::Config t = c;
     t.batch = 1;
     t.seq = ctx;
@@ -462,6 +522,10 @@ struct DecodeBackend<cuda::OpKernels> {
       st.rope_key = t;
       st.rope_valid = true;
     }
+  }
+  static void launch_rope(State& st, const ops::Rope::Config& c, const ops::Rope::FwdArgs<float>& a, std::size_t rows,
+                          std::size_t ctx) {
+    rope_table(st, c, ctx);
     launch::rope_rows(rows, c.heads, c.head_dim, c.layout == ops::RopeLayout::interleaved, ctx, st.rope_table.data(),
                       st.rows.data() + st.row_count, a.x, a.y);
   }

@@ -453,6 +453,13 @@ class DecodeKernels : public ad::KeyedKernels<DecodeKernels<K>, float> {
   // ... and these three forwards, whose rows the segments place.
   void run(const ops::Rope::Config& c, const ops::Rope::FwdArgs<float>& a) {
     if (replaying()) return;
+    if constexpr (kRowsAt && requires { Backend::defer_rope(inner_, state_, c, a, row_pos_.size(), ctx_); }) {
+      // Deferred to the attention's cache writes (DecodeBackend<cuda::OpKernels>::rope_store).
+      if (Backend::defer_rope(inner_, state_, c, a, row_pos_.size(), ctx_)) {
+        codes_of_ = nullptr;
+        return;
+      }
+    }
     settle();
     if constexpr (kRowsAt) {  // every row at its position in one launch
       Backend::rope(inner_, state_, c, a, row_pos_.size(), ctx_);
@@ -487,15 +494,22 @@ class DecodeKernels : public ad::KeyedKernels<DecodeKernels<K>, float> {
   }
   void run(const ops::Attention::Config& c, const ops::Attention::FwdArgs<float>& a) {
     if (replaying()) return;
-    settle();
     const std::size_t qw = hq_ * dh_;
     float* kc = kc_[layer_].data();
     float* vc = vc_[layer_].data();
+    // The cache writes with the deferred RoPE of q and k in one launch, where
+    // the backend has it (DecodeBackend<cuda::OpKernels>::rope_store) ...
+    bool stored = false;
+    if constexpr (kRowsAt && requires { Backend::rope_store(inner_, state_, a, row_pos_.size(), kvdim_, kc, vc, ctx_); })
+      stored = Backend::rope_store(inner_, state_, a, row_pos_.size(), kvdim_, kc, vc, ctx_);
+    settle();
     std::size_t row = 0;
-    // The cache first: every segment's keys and values at its positions.
+    // ... else the cache first: every segment's keys and values at its positions.
     if constexpr (kRowsAt) {
-      Backend::store_rows_at(inner_, state_, a.k, a.ldkv, row_pos_.size(), kvdim_, kc, ctx_);
-      Backend::store_rows_at(inner_, state_, a.v, a.ldkv, row_pos_.size(), kvdim_, vc, ctx_);
+      if (!stored) {
+        Backend::store_rows_at(inner_, state_, a.k, a.ldkv, row_pos_.size(), kvdim_, kc, ctx_);
+        Backend::store_rows_at(inner_, state_, a.v, a.ldkv, row_pos_.size(), kvdim_, vc, ctx_);
+      }
     } else {
       for (const DecodeSegment& s : segments) {
         const std::size_t at = (s.slot * ctx_ + s.pos) * kvdim_;

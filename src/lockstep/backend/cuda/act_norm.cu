@@ -22,13 +22,9 @@
 #include "lockstep/backend/cuda/act_norm_launch.hpp"
 #include "lockstep/backend/cuda/batched_copy.cuh"
 #include "lockstep/backend/cuda/device.hpp"
+#include "lockstep/backend/cuda/ls_hooks.cuh"
 #include "lockstep/backend/cuda/row_cta.cuh"
 #include "lockstep/backend/cuda/trace_launch.hpp"
-
-#ifndef LS_SMEM
-#define LS_SMEM(name) extern __shared__ __align__(16) float name[]
-#define LS_LAUNCH(kernel, grid, block, smem, ...) kernel<<<grid, block, smem>>>(__VA_ARGS__)
-#endif
 
 namespace lockstep::cuda::launch {
 namespace {
