@@ -362,8 +362,8 @@ TEST_F(DecodeKernelsGpu, ResidualEpiloguePlantedBugIsCaught) {
     launch::set_decode_linear_mutant(launch::DecodeLinearMutant::ternary_residual_contracted);
     const std::size_t d = residual_differences(false);
     launch::set_decode_linear_mutant(launch::DecodeLinearMutant::none);
-    std::printf("planted in ternary_gemv v%d: the residual's add contracted into an fma: %zu cells differ\n",
-                version == 3 ? 2 : version, d);
+    std::printf("planted in ternary_gemv %s: the residual's add contracted into an fma: %zu cells differ\n",
+                version == 1 ? "v1" : version == 2 ? "v2" : "v2pdl", d);
     EXPECT_GT(d, 0u) << "v" << version;
     EXPECT_EQ(residual_differences(true), 0u) << "v" << version << " after its mutant";
   }
