@@ -41,7 +41,11 @@ struct alignas(16) int4 {
 struct alignas(16) uint4 {
   unsigned x, y, z, w;
 };
+struct alignas(4) char4 {
+  signed char x, y, z, w;
+};
 inline int4 make_int4(int x, int y, int z, int w) { return {x, y, z, w}; }
+inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
 
 inline dim3 threadIdx, blockIdx, blockDim, gridDim;
@@ -188,6 +192,13 @@ V __shfl_xor_sync(unsigned, V v, int mask) {
 template <class V>
 V __shfl_sync(unsigned, V v, int src) {
   return emu::shfl_from(v, src);
+}
+// Lanes past the warp's last read their own value, as the device's do.
+template <class V>
+V __shfl_down_sync(unsigned, V v, unsigned delta) {
+  const int lane = emu::lane_of() % 32, src = lane + static_cast<int>(delta);
+  const V got = emu::shfl_from(v, src < 32 ? src : lane);
+  return got;
 }
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fadd_rn(float a, float b) { return a + b; }

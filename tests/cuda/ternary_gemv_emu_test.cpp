@@ -6,6 +6,11 @@
 // warps, joined parts, misaligned activation codes (the scalar staging), −0
 // in x; under shuffled thread orders; and its planted bugs (the last unit
 // dropped, the half-warp join, no barrier before a chunk restages x) differ.
+// And the residual epilogue (ternary_epilogue.cuh, TernaryPart::sum: the
+// decode's o_proj / down_proj + residual in one launch) against
+// ops::BitLinear::forward then ops::ResidualAdd::forward, both operand
+// orders, in place and over y, with −0 and zero rows; its planted bug (the
+// last product and the add contracted into one fma) differs.
 // No GPU: this proves the kernel's logic; the device's runs are
 // test_infer_decode_kernels_gpu's (label gpu).
 #include <gtest/gtest.h>
@@ -22,6 +27,7 @@
 #include "lockstep/backend/cuda/device.hpp"
 #include "lockstep/backend/cuda/ternary_word.hpp"
 #include "lockstep/backend/cuda/trace_launch.hpp"
+#include "lockstep/ops/activation.hpp"
 #include "lockstep/ops/quant.hpp"
 
 #define check_launch(name) ((void)(name))
@@ -68,6 +74,8 @@ struct Case {
     x.resize(s.N * s.K);
     for (float& v : x) v = ux(rng);
     x[0] = -0.0f;
+    if (s.N > 2)  // an all-zero row (codes 0: its cells are +0) with −0 among its zeros
+      for (std::size_t k = 0; k < s.K; ++k) x[2 * s.K + k] = k % 3 == 0 ? -0.0f : 0.0f;
     const std::size_t U = ll::ternary_units(s.K);
     for (std::size_t M : s.Ms) {
       std::vector<float> w(M * s.K);
@@ -117,6 +125,53 @@ struct Case {
     return first;
   }
 };
+
+// Where the residual's output goes, against its other operand and the part's y.
+enum class SumAt { apart, over_add, over_y };
+
+// The residual epilogue on part 0 (one part, as the decode's o_proj and
+// down_proj): sum = add + y (add_first) or y + add, ops::ResidualAdd's add of
+// the spec's y. add holds −0 in every 5th cell, ±large values, and values
+// within a few ulps of −y (cancellation: the add's rounding matters).
+// The first differing cell of y or of the sum (or ""), and how many differ.
+std::string run_residual(const Case& c, const ll::TernaryV2Options& options, bool add_first, SumAt at,
+                         std::size_t* differing = nullptr) {
+  const std::size_t n = c.s.N * c.s.Ms[0];
+  std::mt19937_64 rng(c.s.K * 31 + c.s.N);
+  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+  std::vector<float> add(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const float w = c.want[0][i];
+    add[i] = i % 5 == 0 ? -0.0f : i % 5 == 1 ? -w : i % 5 == 2 ? -w * 1.0000001f : i % 5 == 3 ? u(rng) * 1e6f : u(rng);
+  }
+  const ops::ElementwiseConfig ec{n};
+  const lockstep::Tensor<float> ta({n}, add), ty({n}, c.want[0]);
+  using In = ops::ResidualAdd::Inputs<float>;
+  const std::vector<float> want_sum =
+      add_first ? ops::ResidualAdd::forward(ec, In{ta, ty}).y.data : ops::ResidualAdd::forward(ec, In{ty, ta}).y.data;
+  std::vector<float> y(n, -7.0f), sum(n, -7.0f), add_buf = add;
+  ll::TernaryPart part{c.words[0].data(), c.s.Ms[0], c.scale[0].data(), y.data()};
+  part.add = add_buf.data();
+  part.sum = at == SumAt::apart ? sum.data() : at == SumAt::over_add ? add_buf.data() : y.data();
+  part.add_first = add_first;
+  ll::ternary_gemv_parts_v2(&part, 1, c.s.K, c.xq_storage.data() + c.s.x_offset, c.s.N, c.step.data(), options);
+  const std::vector<float>& got_sum = at == SumAt::apart ? sum : at == SumAt::over_add ? add_buf : y;
+  std::string first;
+  std::size_t d = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (at != SumAt::over_y && std::memcmp(&c.want[0][i], &y[i], sizeof(float)) != 0) {
+      if (first.empty()) first = "y[" + std::to_string(i) + "]: spec " + hex(c.want[0][i]) + ", emulated " + hex(y[i]);
+      ++d;
+    }
+    if (std::memcmp(&want_sum[i], &got_sum[i], sizeof(float)) != 0) {
+      if (first.empty())
+        first = "sum[" + std::to_string(i) + "]: spec " + hex(want_sum[i]) + ", emulated " + hex(got_sum[i]);
+      ++d;
+    }
+  }
+  if (differing) *differing = d;
+  return first;
+}
 
 // Chunks: N 1, 2, 4, 8, 16 a chunk (R = 2, 2, 4, 4, 2 rows a warp); N 17, 33,
 // 40: 2-3 chunks of 16 (the staged codes reused). M: whole CTAs, a part-idle
@@ -177,4 +232,39 @@ TEST(TernaryGemvV2Emulated, PlantedBugsDiffer) {
               d);
   EXPECT_EQ(chunks.run({}), "") << "the kernel as it is, shuffled";
   emu::cta.shuffle_order = false;
+}
+
+// The residual epilogue: the cells and their residual sums are BitLinear then
+// ResidualAdd, bit for bit (2B4T's o_proj K 2560 and down_proj K 6912 widths,
+// ragged K and M, 1-40 rows, misaligned codes), for both operand orders and
+// the sum apart, over its other operand (in place) and over y; shuffled too.
+TEST(TernaryGemvV2Emulated, ResidualEpilogueEqualsBitLinearThenTheAdd) {
+  std::uint64_t seed = 200;
+  for (const Shape& s : {Shape{1, 2560, {40}}, Shape{1, 6912, {20}}, Shape{3, 65, {7}}, Shape{5, 130, {17}},
+                         Shape{8, 2560, {24}}, Shape{17, 100, {5}}, Shape{40, 1000, {13}}, Shape{19, 2560, {5}, 1},
+                         Shape{2, 10000, {9}}}) {
+    const Case c(s, seed++);
+    for (bool add_first : {true, false})
+      for (SumAt at : {SumAt::apart, SumAt::over_add, SumAt::over_y})
+        EXPECT_EQ(run_residual(c, {}, add_first, at), "")
+            << name_of(s) << (add_first ? ", add first" : ", y first") << ", sum at " << static_cast<int>(at);
+  }
+  emu::cta.shuffle_order = true;
+  const Case c(Shape{40, 1000, {13}}, 300);
+  EXPECT_EQ(run_residual(c, {}, true, SumAt::over_add), "") << "shuffled";
+  emu::cta.shuffle_order = false;
+}
+
+// The planted bug: the residual's add contracted with the last product (one
+// rounding where the spec has two) differs; the spec's own −0 + +0 = +0 and
+// −y + y = +0 cells hold either way, so the differing cells are the rounding's.
+TEST(TernaryGemvV2Emulated, ResidualEpiloguePlantedBugDiffers) {
+  ll::TernaryV2Options contracted;
+  contracted.residual_contracted = true;
+  std::size_t d = 0;
+  const Case c(Shape{3, 2560, {40}}, 400);
+  EXPECT_NE(run_residual(c, contracted, true, SumAt::apart, &d), "") << "the add contracted into an fma";
+  std::printf("planted: the residual epilogue's add contracted into an fma: %zu cells differ (N 3 K 2560 M 40)\n", d);
+  EXPECT_NE(run_residual(c, contracted, false, SumAt::over_add), "") << "contracted, in place";
+  EXPECT_EQ(run_residual(c, {}, true, SumAt::apart), "") << "the kernel as it is";
 }

@@ -3,8 +3,10 @@
 // prefill and token by token, and for 8 sequences of other lengths decoded
 // together — per family micro config (and the variants that cross the 64-key
 // block, interleaved RoPE, multi-query, multi-head); with the session-8
-// decode kernels (fused norm + codes, joined and prefetched GEMVs) and without; with both cached
-// attention kernels (v1, v2).
+// decode kernels (fused norm + codes, joined and prefetched GEMVs) and without;
+// with the session-10 epilogues (the residual adds in the GEMVs) and without;
+// with both cached attention kernels (v1, v2).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cctype>
@@ -16,6 +18,7 @@
 
 #include "decode_util.hpp"
 #include "lockstep/backend/cuda/decode_launch.hpp"
+#include "lockstep/backend/cuda/decode_linear_launch.hpp"
 #include "lockstep/backend/cuda/pointwise_launch.hpp"
 #include "lockstep/backend/cuda/trace.hpp"
 
@@ -38,7 +41,35 @@ class DecodeGpu : public ::testing::TestWithParam<mt::NamedConfig> {
     auto& g = gpu_->params();
     for (std::size_t i = 0; i < g.size(); ++i) g[i].value = cpu_->params()[i].value;
   }
-  void TearDown() override { cuda::launch::set_decode_fusion(-1); }
+  void TearDown() override {
+    cuda::launch::set_decode_fusion(-1);
+    cuda::launch::set_decode_epilogues(-1);
+    cuda::launch::set_ternary_gemv_version(0);
+  }
+  // The CPU's logits of one sequence (every position) and of 8 sequences
+  // decoded together (eight: their seed), for the switch tests below.
+  struct Want {
+    std::vector<std::int32_t> tokens;
+    std::vector<float> logits;
+    Eight e;
+    std::vector<std::vector<float>> logits8;
+  };
+  Want cpu_logits(std::uint64_t eight) {
+    const auto& cfg = cpu_->config();
+    Want w;
+    w.tokens = random_tokens(static_cast<std::size_t>(cfg.max_seq), cfg.vocab_size, 7);
+    w.logits = prefill_all(*cpu_, w.tokens, 2);
+    w.e = eight_sequences(cfg, eight);
+    w.logits8 = batched(*cpu_, w.e.seqs, w.e.prompt, 2);
+    return w;
+  }
+  // The GPU's logits, token by token and the 8 batched, are the CPU's (what: the setting).
+  void expect_cpu_logits(const Want& w, const std::string& what) {
+    EXPECT_EQ(mt::differing_bits(token_by_token(*gpu_, w.tokens, 1), w.logits), 0u) << "token by token, " << what;
+    const auto got8 = batched(*gpu_, w.e.seqs, w.e.prompt, 1);
+    for (std::size_t s = 0; s < w.e.seqs.size(); ++s)
+      EXPECT_EQ(mt::differing_bits(got8[s], w.logits8[s]), 0u) << "sequence " << s << " batched, " << what;
+  }
   std::unique_ptr<model::Model> cpu_, gpu_;
 };
 
@@ -106,18 +137,12 @@ TEST_P(DecodeGpu, BothCachedAttentionKernelsGiveTheCpusBits) {
 // families without BitLinears run none of them.
 TEST_P(DecodeGpu, TheFusedDecodeKernelsChangeNoBit) {
   const auto& cfg = cpu_->config();
-  const auto t = random_tokens(static_cast<std::size_t>(cfg.max_seq), cfg.vocab_size, 7);
-  const std::vector<float> want = prefill_all(*cpu_, t, 2);
-  const Eight e = eight_sequences(cfg, 13);
-  const auto want8 = batched(*cpu_, e.seqs, e.prompt, 2);
+  const Want want = cpu_logits(13);
   long fused[2] = {}, quantized[2] = {}, joined3[2] = {}, joined2[2] = {};
   for (int on : {0, 1}) {
     cuda::launch::set_decode_fusion(on);
     cuda::trace::process_log().reset_launches();
-    EXPECT_EQ(mt::differing_bits(token_by_token(*gpu_, t, 1), want), 0u) << "token by token, fusion " << on;
-    const auto got8 = batched(*gpu_, e.seqs, e.prompt, 1);
-    for (std::size_t s = 0; s < e.seqs.size(); ++s)
-      EXPECT_EQ(mt::differing_bits(got8[s], want8[s]), 0u) << "sequence " << s << " batched, fusion " << on;
+    expect_cpu_logits(want, fmt::format("fusion {}", on));
     fused[on] = launches_of("rmsnorm_quantize_i8");
     quantized[on] = launches_of("row_quantize_i8");
     joined3[on] = launches_of("ternary_gemv (a warp a row, prefetched, 3 parts)");
@@ -134,6 +159,70 @@ TEST_P(DecodeGpu, TheFusedDecodeKernelsChangeNoBit) {
     EXPECT_GT(joined2[1], 0) << "gate and up never ran as one launch";
   } else {
     EXPECT_EQ(fused[1] + joined3[1] + joined2[1], 0) << "a session-8 kernel ran in a model without BitLinears";
+  }
+}
+
+// The session-10 decode epilogues (LOCKSTEP_DECODE_EPILOGUES; docs/perf/DECODE_CUDA.md
+// §11) change no bit: the residual add after o_proj and down_proj folded into
+// their ternary_gemv launch (DecodeBackend<cuda::OpKernels>::residual), and
+// ReLU²·up into the FFN sub-norm's launch (act_norm), RoPE of q and k into
+// the attention's cache writes (rope_store). Token by token and
+// batched, with v1 and v2 of the GEMV, the logits with the epilogues on and
+// off are the CPU's; with them on a BitNet decode launches the GEMVs with the
+// residual and the fused activation + norm, one residual_fwd fewer for each
+// residual epilogue and one relu2mul_fwd and one norm fewer for each fused
+// activation; the RoPE families (llama, bitnet) the fused RoPE + cache
+// writes, two rope_rows and two store_rows_at fewer for each; gpt2 none.
+TEST_P(DecodeGpu, TheDecodeEpiloguesChangeNoBit) {
+  const auto& cfg = cpu_->config();
+  const Want want = cpu_logits(17);
+  for (int version : {1, 2}) {
+    cuda::launch::set_ternary_gemv_version(version);
+    long residual_fwd[2] = {}, epilogue[2] = {}, relu2mul[2] = {}, act_norm[2] = {}, norms[2] = {}, rope[2] = {},
+         stores[2] = {}, rope_store[2] = {};
+    for (int on : {0, 1}) {
+      cuda::launch::set_decode_epilogues(on);
+      cuda::trace::process_log().reset_launches();
+      expect_cpu_logits(want, fmt::format("v{}, epilogues {}", version, on));
+      residual_fwd[on] = launches_of("residual_fwd");
+      long n = 0;
+      for (const auto& [name, count] : cuda::trace::process_log().launches())
+        if (name.starts_with("ternary_gemv") && name.ends_with("+ residual)")) n += count;
+      epilogue[on] = n;
+      relu2mul[on] = launches_of("relu2mul_fwd");
+      act_norm[on] = launches_of("relu2mul_rmsnorm_quantize_i8");
+      norms[on] = launches_of("rmsnorm_quantize_i8") + launches_of("rmsnorm_fwd");
+      rope[on] = launches_of("rope_rows");
+      stores[on] = launches_of("store_rows_at");
+      rope_store[on] = launches_of("rope_store_rows");
+    }
+    std::printf("%s, ternary_gemv v%d: epilogues off: %ld rope_rows, %ld store_rows_at, %ld fused; on: %ld, %ld, %ld\n",
+                GetParam().name.c_str(), version, rope[0], stores[0], rope_store[0], rope[1], stores[1],
+                rope_store[1]);
+    EXPECT_EQ(rope_store[0], 0) << "the fused RoPE + cache writes ran with the epilogues off";
+    if (cfg.family == model::Family::Gpt2) {
+      EXPECT_EQ(rope_store[1], 0) << "RoPE fused in a model without RoPE";
+    } else {
+      EXPECT_GT(rope_store[1], 0) << "RoPE and the cache writes never ran as one launch";
+      EXPECT_EQ(rope[0] - rope[1], 2 * rope_store[1]) << "each fused launch replaces q's and k's rope_rows";
+      EXPECT_EQ(stores[0] - stores[1], 2 * rope_store[1]) << "each fused launch replaces k's and v's store_rows_at";
+    }
+    std::printf("%s, ternary_gemv v%d: epilogues off: %ld residual_fwd, %ld GEMVs + residual, %ld relu2mul_fwd, %ld "
+                "fused activation + norm, %ld norms; on: %ld, %ld, %ld, %ld, %ld\n",
+                GetParam().name.c_str(), version, residual_fwd[0], epilogue[0], relu2mul[0], act_norm[0], norms[0],
+                residual_fwd[1], epilogue[1], relu2mul[1], act_norm[1], norms[1]);
+    EXPECT_EQ(epilogue[0] + act_norm[0], 0) << "a session-10 epilogue ran with the epilogues off";
+    if (cfg.family == model::Family::Bitnet) {
+      EXPECT_GT(epilogue[1], 0) << "no residual add ran in a GEMV's epilogue in a BitNet decode";
+      EXPECT_EQ(residual_fwd[0] - residual_fwd[1], epilogue[1]) << "each residual epilogue replaces one residual_fwd";
+      EXPECT_GT(act_norm[1], 0) << "ReLU²·up never ran inside the FFN sub-norm in a BitNet decode";
+      EXPECT_EQ(relu2mul[0] - relu2mul[1], act_norm[1]) << "each fused activation + norm replaces one relu2mul_fwd";
+      EXPECT_EQ(norms[0] - norms[1], act_norm[1]) << "each fused activation + norm replaces one norm";
+    } else {
+      EXPECT_EQ(epilogue[1] + act_norm[1], 0) << "a session-10 epilogue ran in a model without BitLinears";
+      EXPECT_EQ(residual_fwd[1], residual_fwd[0]);
+      EXPECT_EQ(relu2mul[1], relu2mul[0]);
+    }
   }
 }
 

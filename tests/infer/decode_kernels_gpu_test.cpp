@@ -11,6 +11,13 @@
 //   * f16_pack says exact only when every value is;
 //   * every ternary_gemv kernel (v1 both forms; v2 and v2 as a programmatic
 //     dependent launch: LOCKSTEP_TERNARY_GEMV, set_ternary_gemv_version);
+//   * the residual epilogue (TernaryPart::add / sum: o_proj and down_proj with
+//     the residual add after them in one launch) = ops::BitLinear::forward then
+//     ops::ResidualAdd::forward, every kernel form, apart and in place;
+//   * ReLU²·up + the FFN sub-norm + codes in one launch (act_norm.cu) =
+//     ops::ReluSqMul, ops::RmsNorm, ops::quantize_rows; its planted bug caught;
+//   * RoPE of q, k + the K/V cache writes in one launch (rope_store.cu) = rope_rows
+//     and store_rows_at on the device; its planted bug caught;
 //   * the planted bugs (decode_linear_launch.hpp's DecodeLinearMutant) are caught,
 //     v2's half-warp join and its dropped last unit too;
 //   * cached_attention (decode.cu) = ops::CachedAttention::forward, v1 and v2
@@ -25,6 +32,7 @@
 //     start-up gate cases (against the CPU's RMSNorm and
 //     ops::quantize_rows), clean and poisoned; its mutant (the codes of the
 //     staged x, not of y) is rejected.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -32,10 +40,12 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "../model/model_test_util.hpp"
 #include "lockstep/ad/rng.hpp"
+#include "lockstep/backend/cuda/act_norm_launch.hpp"
 #include "lockstep/backend/cuda/decode_launch.hpp"
 #include "lockstep/backend/cuda/decode_linear_launch.hpp"
 #include "lockstep/backend/cuda/device.hpp"
@@ -43,10 +53,14 @@
 #include "lockstep/backend/cuda/gemm_launch.hpp"
 #include "lockstep/backend/cuda/mutant.hpp"
 #include "lockstep/backend/cuda/pointwise_launch.hpp"
+#include "lockstep/backend/cuda/rope_store_launch.hpp"
 #include "lockstep/model/model.hpp"
+#include "lockstep/ops/activation.hpp"
 #include "lockstep/ops/cached_attention.hpp"
+#include "lockstep/ops/norm.hpp"
 #include "lockstep/ops/op.hpp"
 #include "lockstep/ops/quant.hpp"
+#include "lockstep/ops/rope.hpp"
 
 namespace {
 
@@ -65,11 +79,15 @@ std::vector<float> uniform(std::size_t n, double a, std::uint64_t seed) {
   return v;
 }
 
-// The device's BitLinear decode: what DecodeBackend<cuda::OpKernels>::linear runs.
-std::vector<float> gpu_bitlinear(const Shape& s, const std::vector<float>& x, const std::vector<float>& w) {
+// The device's BitLinear decode: what DecodeBackend<cuda::OpKernels>::linear
+// runs. With `add` (o_proj, down_proj), the residual add after it in the same
+// launch (TernaryPart::sum, add first): *sum = add + y, apart from add or, in_place, over it.
+std::vector<float> gpu_bitlinear(const Shape& s, const std::vector<float>& x, const std::vector<float>& w,
+                                 const std::vector<float>* add = nullptr, bool in_place = false,
+                                 std::vector<float>* sum = nullptr) {
   const std::size_t n = s.M * s.K;
   cuda::DeviceBuffer<float> dx(x.size()), dw(n), codes(n), dequant(n), params(2), scratch(launch::ternary_scratch(n)),
-      step(s.N), y(s.N * s.M);
+      step(s.N), y(s.N * s.M), dadd(add ? add->size() : 0), dsum(add && !in_place ? s.N * s.M : 0);
   cuda::DeviceBuffer<std::uint32_t> words(s.M * 4 * launch::ternary_units(s.K));
   cuda::DeviceBuffer<std::int8_t> xq(s.N * s.K);
   dx.upload(x);
@@ -79,8 +97,15 @@ std::vector<float> gpu_bitlinear(const Shape& s, const std::vector<float>& x, co
   launch::ternary_pack(codes.data(), s.M, s.K, words.data());
   launch::row_quantize_i8(dx.data(), s.N, s.K, static_cast<float>(ops::BitLinear::kActFloor), xq.data(), step.data(),
                           nullptr);
-  launch::ternary_gemv(words.data(), s.M, s.K, xq.data(), s.N, step.data(), params.data(), y.data());
+  launch::TernaryPart part{words.data(), s.M, params.data(), y.data()};
+  if (add != nullptr) {
+    dadd.upload(*add);
+    part.add = dadd.data();
+    part.sum = in_place ? dadd.data() : dsum.data();
+  }
+  launch::ternary_gemv_parts(&part, 1, s.K, xq.data(), s.N, step.data());
   cuda::synchronize("ternary_gemv test");
+  if (add != nullptr) *sum = in_place ? dadd.download() : dsum.download();
   return y.download();
 }
 
@@ -242,30 +267,27 @@ class DecodeKernelsGpu : public ::testing::Test {
 };
 
 // Every form of ternary_gemv: v1 prefetched (the default) and session 7's (LOCKSTEP_DECODE_FUSION=0);
-// v2 (LOCKSTEP_TERNARY_GEMV=v2) and v2 as a programmatic dependent launch (v2pdl).
-TEST_F(DecodeKernelsGpu, TernaryGemvEqualsTheBitLinearSpec) {
+// v2 (LOCKSTEP_TERNARY_GEMV=v2) and v2 as a programmatic dependent launch (v2pdl). check(name) per form.
+template <class Check>
+void for_every_ternary_form(Check check) {
   for (int version : {1, 2, 3})
     for (int prefetch : {1, 0}) {
       if (version > 1 && prefetch == 0) continue;  // v2 always prefetches
       launch::set_ternary_gemv_version(version);
       launch::set_decode_fusion(prefetch);
-      EXPECT_EQ(ternary_differences(true), 0u) << "v" << version << (prefetch ? " prefetched" : " not prefetched");
+      check(fmt::format("v{}{}", version, prefetch ? " prefetched" : " not prefetched"));
     }
   launch::set_ternary_gemv_version(0);
   launch::set_decode_fusion(-1);
 }
 
+TEST_F(DecodeKernelsGpu, TernaryGemvEqualsTheBitLinearSpec) {
+  for_every_ternary_form([](const std::string& form) { EXPECT_EQ(ternary_differences(true), 0u) << form; });
+}
+
 // Several BitLinears on one input in one launch (ternary_gemv_parts), every form.
 TEST_F(DecodeKernelsGpu, JoinedTernaryGemvsEqualTheBitLinearSpec) {
-  for (int version : {1, 2, 3})
-    for (int prefetch : {1, 0}) {
-      if (version > 1 && prefetch == 0) continue;
-      launch::set_ternary_gemv_version(version);
-      launch::set_decode_fusion(prefetch);
-      EXPECT_EQ(parts_differences(true), 0u) << "v" << version << (prefetch ? " prefetched" : " not prefetched");
-    }
-  launch::set_ternary_gemv_version(0);
-  launch::set_decode_fusion(-1);
+  for_every_ternary_form([](const std::string& form) { EXPECT_EQ(parts_differences(true), 0u) << form; });
 }
 
 // v2's planted bugs: the last unit dropped (the v1 mutant, planted in v2 too) and
@@ -287,6 +309,67 @@ TEST_F(DecodeKernelsGpu, TernaryGemvV2PlantedBugsAreCaught) {
     EXPECT_GT(half_joined, 0u);
     // And the clean kernel again after the mutants (nothing sticky).
     EXPECT_EQ(ternary_differences(true), 0u) << "v" << version << " after its mutants";
+  }
+  launch::set_ternary_gemv_version(0);
+}
+
+// The residual epilogue (o_proj / down_proj + the residual add in one launch)
+// against BitLinear then ResidualAdd, every ternary_gemv form; differing cells
+// over the shapes (2B4T o_proj and down_proj at 1, 8, 32 rows; ragged ones), sum
+// apart from its operand and in place. The residual operand: −0 every 5th cell,
+// −y (an exact +0), −y·(1 + 2^-23) (cancellation), large and small values.
+std::size_t residual_differences(bool print) {
+  const std::vector<Shape> shapes{{1, 2560, 2560}, {1, 6912, 2560}, {8, 2560, 2560}, {32, 6912, 2560},
+                                  {3, 65, 17},     {17, 100, 5},    {2, 10000, 9}};
+  std::size_t total = 0;
+  std::uint64_t seed = 500;
+  for (const Shape& s : shapes) {
+    std::vector<float> x = uniform(s.N * s.K, 3.0, seed++), w = uniform(s.M * s.K, 0.1, seed++);
+    x[0] = -0.0f;
+    if (s.N > 2)
+      for (std::size_t k = 0; k < s.K; ++k) x[2 * s.K + k] = k % 3 == 0 ? -0.0f : 0.0f;  // a zero row
+    const std::vector<float> want_y = cpu_bitlinear(s, x, w), r = uniform(s.N * s.M, 2.0, seed++);
+    std::vector<float> add(want_y.size());
+    for (std::size_t i = 0; i < add.size(); ++i)
+      add[i] = i % 5 == 0   ? -0.0f
+               : i % 5 == 1 ? -want_y[i]
+               : i % 5 == 2 ? -want_y[i] * 1.0000001f
+               : i % 5 == 3 ? r[i] * 1e6f
+                            : r[i];
+    const ops::ElementwiseConfig ec{add.size()};
+    const std::vector<float> want_sum =
+        ops::ResidualAdd::forward(ec, ops::ResidualAdd::Inputs<float>{Tensor<float>({add.size()}, add),
+                                                                      Tensor<float>({add.size()}, want_y)})
+            .y.data;
+    for (bool in_place : {false, true}) {
+      std::vector<float> sum;
+      const std::vector<float> y = gpu_bitlinear(s, x, w, &add, in_place, &sum);
+      const std::size_t dy = differing_bits(y, want_y), ds = differing_bits(sum, want_sum);
+      if (print && dy + ds != 0)
+        ADD_FAILURE() << "ternary_gemv + residual N " << s.N << " K " << s.K << " M " << s.M
+                      << (in_place ? " in place" : "") << ": " << dy << " cells of y and " << ds
+                      << " of the sum differ from BitLinear then ResidualAdd";
+      total += dy + ds;
+    }
+  }
+  return total;
+}
+
+TEST_F(DecodeKernelsGpu, ResidualEpilogueEqualsBitLinearThenTheAdd) {
+  for_every_ternary_form([](const std::string& form) { EXPECT_EQ(residual_differences(true), 0u) << form; });
+}
+
+// The planted bug: the residual's add contracted with the last product (one fma).
+TEST_F(DecodeKernelsGpu, ResidualEpiloguePlantedBugIsCaught) {
+  for (int version : {1, 2, 3}) {
+    launch::set_ternary_gemv_version(version);
+    launch::set_decode_linear_mutant(launch::DecodeLinearMutant::ternary_residual_contracted);
+    const std::size_t d = residual_differences(false);
+    launch::set_decode_linear_mutant(launch::DecodeLinearMutant::none);
+    std::printf("planted in ternary_gemv %s: the residual's add contracted into an fma: %zu cells differ\n",
+                version == 1 ? "v1" : version == 2 ? "v2" : "v2pdl", d);
+    EXPECT_GT(d, 0u) << "v" << version;
+    EXPECT_EQ(residual_differences(true), 0u) << "v" << version << " after its mutant";
   }
   launch::set_ternary_gemv_version(0);
 }
@@ -448,3 +531,161 @@ TEST_F(DecodeKernelsGpu, RmsNormQuantizeEqualsTheSpecAndItsMutantIsCaught) {
 }
 
 }  // namespace
+
+namespace {
+
+// ReLU²·up + the FFN sub-norm + its codes in one launch (act_norm.cu) against
+// ops::ReluSqMul::forward, ops::RmsNorm::forward and ops::quantize_rows: h, y,
+// rstd, codes and steps. Differing values over the shapes (the 2B4T FFN width
+// 6912 at 1, 8, 32 rows; 8192; off the 16-byte path; past one chunk); gates
+// with −0, +0, negative rows (h = ±0).
+std::size_t act_norm_differences(bool print, const launch::ActNormOptions& options) {
+  struct S {
+    std::size_t rows, dim, offset;
+  };
+  const std::vector<S> shapes{{1, 6912, 0}, {8, 6912, 0}, {32, 6912, 0}, {2, 8192, 0},
+                              {3, 6913, 0}, {5, 4097, 0}, {4, 2560, 1},  {1, 7, 0}};
+  std::size_t total = 0;
+  std::uint64_t seed = 900;
+  for (const S& s : shapes) {
+    const std::size_t n = s.rows * s.dim;
+    std::vector<float> gate = uniform(n, 3.0, seed++), up = uniform(n, 2.0, seed++), w = uniform(s.dim, 1.0, seed++);
+    for (std::size_t i = 0; i < n; i += 11) gate[i] = -0.0f;
+    for (std::size_t i = 1; i < n; i += 11) gate[i] = 0.0f;
+    for (std::size_t i = 2; i < n; i += 11) up[i] = -0.0f;
+    if (s.rows > 1)
+      for (std::size_t k = 0; k < s.dim; ++k) gate[s.dim + k] = -std::fabs(gate[s.dim + k]);
+    const ops::ElementwiseConfig ec{n};
+    const std::vector<float> h =
+        ops::ReluSqMul::forward(ec, ops::ReluSqMul::Inputs<float>{Tensor<float>({n}, gate), Tensor<float>({n}, up)})
+            .y.data;
+    const auto o = ops::RmsNorm::forward(ops::NormConfig{s.rows, s.dim, 1e-5},
+                                         ops::RmsNorm::Inputs<float>{Tensor<float>({s.rows, s.dim}, h),
+                                                                     Tensor<float>({s.dim}, w)});
+    const ops::RowCodes<float> r =
+        ops::quantize_rows(o.y.data.data(), s.rows, s.dim, static_cast<float>(ops::BitLinear::kActFloor));
+    std::vector<float> gpad(s.offset, 0.0f), upad(s.offset, 0.0f);
+    gpad.insert(gpad.end(), gate.begin(), gate.end());
+    upad.insert(upad.end(), up.begin(), up.end());
+    cuda::DeviceBuffer<float> dg(gpad.size()), du(upad.size()), dh(s.offset + n), dw(s.dim), dy(n), drstd(s.rows),
+        dstep(s.rows);
+    cuda::DeviceBuffer<std::int8_t> dq(n);
+    dg.upload(gpad);
+    du.upload(upad);
+    dw.upload(w);
+    launch::relu2mul_rmsnorm_quantize_i8(s.rows, s.dim, static_cast<float>(1e-5), dg.data() + s.offset,
+                                         du.data() + s.offset, dh.data() + s.offset, dw.data(), dy.data(),
+                                         drstd.data(), static_cast<float>(ops::BitLinear::kActFloor), dq.data(),
+                                         dstep.data(), options);
+    cuda::synchronize("relu2mul_rmsnorm_quantize_i8 test");
+    std::vector<float> got_h = dh.download();
+    got_h.erase(got_h.begin(), got_h.begin() + static_cast<long>(s.offset));
+    const std::vector<std::int8_t> got_q = dq.download();
+    std::size_t dcodes = 0;
+    for (std::size_t i = 0; i < n; ++i) dcodes += got_q[i] != r.q[i] ? 1 : 0;
+    const std::size_t d = differing_bits(got_h, h) + differing_bits(dy.download(), o.y.data) +
+                          differing_bits(drstd.download(), o.rstd.data) + differing_bits(dstep.download(), r.step) +
+                          dcodes;
+    if (print && d != 0)
+      ADD_FAILURE() << "relu2mul_rmsnorm_quantize_i8 rows " << s.rows << " dim " << s.dim << " offset " << s.offset
+                    << ": " << d << " values differ from ReluSqMul, RmsNorm, quantize_rows";
+    total += d;
+  }
+  return total;
+}
+
+}  // namespace
+
+TEST_F(DecodeKernelsGpu, ActNormEqualsTheSpecAndItsMutantIsCaught) {
+  EXPECT_EQ(act_norm_differences(true, {}), 0u);
+  launch::ActNormOptions unclamped;
+  unclamped.gate_unclamped = true;
+  const std::size_t planted = act_norm_differences(false, unclamped);
+  std::printf("planted: relu2mul_rmsnorm_quantize_i8 without ReLU's clamp at 0: %zu values differ\n", planted);
+  EXPECT_GT(planted, 0u) << "the comparison did not see the unclamped gate";
+  EXPECT_EQ(act_norm_differences(true, {}), 0u) << "after the mutant";
+}
+
+namespace {
+
+// RoPE of q and k with the K/V cache writes in one launch (rope_store.cu)
+// against the launches it replaces on the device (rope_rows of q and of k,
+// store_rows_at of k and v: decode.cu's, whose bits the decode tests hold to
+// the CPU's): q, k and both caches. The 2B4T heads and small GQA ones, both
+// layouts, 1 to 32 rows over 4 slots. Differing values.
+std::size_t rope_store_differences(bool print, const launch::RopeStoreOptions& options) {
+  struct H {
+    std::size_t rows, q_heads, kv_heads, head_dim;
+    bool interleaved;
+  };
+  const std::size_t slots = 4, ctx = 40;
+  std::size_t total = 0;
+  std::uint64_t seed = 1200;
+  for (const H& h : {H{1, 20, 5, 128, false}, H{8, 20, 5, 128, false}, H{32, 20, 5, 128, true}, H{3, 4, 2, 6, true},
+                     H{5, 2, 1, 64, false}}) {
+    const std::size_t qw = h.q_heads * h.head_dim, kw = h.kv_heads * h.head_dim, ldv = kw + 5;
+    const std::vector<float> q = uniform(h.rows * qw, 2.0, seed++), k = uniform(h.rows * kw, 2.0, seed++),
+                             v = uniform(h.rows * ldv, 2.0, seed++);
+    std::vector<std::int32_t> rows(2 * h.rows);  // slots, then positions: distinct (slot, pos) a row
+    for (std::size_t r = 0; r < h.rows; ++r) {
+      rows[r] = static_cast<std::int32_t>(r % slots);
+      rows[h.rows + r] = static_cast<std::int32_t>(r == 0 ? 0 : (7 * r + 1) % ctx);
+    }
+    const ops::Rope::Config tc{1, ctx, h.q_heads, h.head_dim, 10000.0,
+                               h.interleaved ? ops::RopeLayout::interleaved : ops::RopeLayout::rotate_half, 0};
+    const ops::Rope::Table<float> tab = ops::Rope::table<float>(tc);
+    std::vector<float> table(tab.cos);
+    table.insert(table.end(), tab.sin.begin(), tab.sin.end());
+    cuda::DeviceBuffer<float> dtab(table.size()), dq(q.size()), dk(k.size()), dv(v.size());
+    cuda::DeviceBuffer<std::int32_t> drows(rows.size());
+    dtab.upload(table);
+    dq.upload(q);
+    dk.upload(k);
+    dv.upload(v);
+    drows.upload(rows);
+    const std::vector<float> poison(slots * ctx * kw, 7.0f);
+    std::vector<float> out[2][4];  // [path][q, k, k cache, v cache]
+    for (int fused : {0, 1}) {
+      cuda::DeviceBuffer<float> qy(q.size()), ky(k.size()), kc(poison.size()), vc(poison.size());
+      kc.upload(poison);
+      vc.upload(poison);
+      const std::int32_t* slot = drows.data();
+      const std::int32_t* pos = drows.data() + h.rows;
+      if (fused) {
+        const launch::RopeStoreShape s{.rows = h.rows, .q_heads = h.q_heads, .kv_heads = h.kv_heads,
+                                       .head_dim = h.head_dim, .interleaved = h.interleaved, .tab_seq = ctx,
+                                       .ldv = ldv, .ctx = ctx};
+        launch::rope_store_rows(s, dtab.data(), slot, pos, dq.data(), qy.data(), dk.data(), ky.data(), dv.data(),
+                                kc.data(), vc.data(), options);
+      } else {
+        launch::rope_rows(h.rows, h.q_heads, h.head_dim, h.interleaved, ctx, dtab.data(), pos, dq.data(), qy.data());
+        launch::rope_rows(h.rows, h.kv_heads, h.head_dim, h.interleaved, ctx, dtab.data(), pos, dk.data(), ky.data());
+        launch::store_rows_at(ky.data(), kw, h.rows, kw, slot, pos, ctx, kc.data());
+        launch::store_rows_at(dv.data(), ldv, h.rows, kw, slot, pos, ctx, vc.data());
+      }
+      cuda::synchronize("rope_store_rows test");
+      out[fused][0] = qy.download();
+      out[fused][1] = ky.download();
+      out[fused][2] = kc.download();
+      out[fused][3] = vc.download();
+    }
+    std::size_t d = 0;
+    for (int i = 0; i < 4; ++i) d += differing_bits(out[1][i], out[0][i]);
+    if (print && d != 0)
+      ADD_FAILURE() << "rope_store_rows rows " << h.rows << " heads " << h.q_heads << "/" << h.kv_heads << " dim "
+                    << h.head_dim << ": " << d << " values differ from rope_rows + store_rows_at";
+    total += d;
+  }
+  return total;
+}
+
+}  // namespace
+
+TEST_F(DecodeKernelsGpu, RopeStoreEqualsRopeRowsAndTheCacheWrites) {
+  EXPECT_EQ(rope_store_differences(true, {}), 0u);
+  launch::RopeStoreOptions unrotated;
+  unrotated.cache_unrotated = true;
+  const std::size_t planted = rope_store_differences(false, unrotated);
+  std::printf("planted: rope_store_rows writing k to the cache before its rotation: %zu values differ\n", planted);
+  EXPECT_GT(planted, 0u) << "the comparison did not see the unrotated cache";
+}

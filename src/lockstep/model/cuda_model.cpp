@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstdint>
 #include <limits>
 #include <cmath>
 #include <memory>
@@ -24,6 +25,7 @@
 
 #include <fmt/format.h>
 
+#include "lockstep/backend/cuda/act_norm_launch.hpp"
 #include "lockstep/backend/cuda/audit.hpp"
 #include "lockstep/backend/cuda/col_quant.hpp"
 #include "lockstep/backend/cuda/core_launch.hpp"
@@ -40,6 +42,7 @@
 #include "lockstep/backend/cuda/pointwise_launch.hpp"
 #include "lockstep/backend/cuda/probe.hpp"
 #include "lockstep/backend/cuda/profile.hpp"
+#include "lockstep/backend/cuda/rope_store_launch.hpp"
 #include "lockstep/model/kernel_model.hpp"
 #include "lockstep/model/model.hpp"
 #include "lockstep/model/params.hpp"
@@ -262,6 +265,21 @@ struct DecodeBackend<cuda::OpKernels> {
     // of any other kind (flush, which the decode kernel set calls first).
     std::vector<cuda::launch::TernaryPart> pending;
     std::size_t pending_in = 0, pending_rows = 0;
+    // ReLU²·up not yet launched (the BitNet FFN's activation, relu2mul): the
+    // FFN sub-norm reading its output next runs both in one launch (act_norm);
+    // any other kernel launches it first (flush).
+    bool act_pending = false;
+    ops::ReluSqMul::Config act_config;
+    ops::ReluSqMul::FwdArgs<float> act_args{};
+    // RoPE of q and of k not yet launched (defer_rope): the attention after
+    // them runs both with its cache writes in one launch (rope_store); any
+    // other kernel launches them first (flush).
+    struct PendingRope {
+      ops::Rope::Config c;
+      ops::Rope::FwdArgs<float> a;
+      std::size_t rows, ctx;
+    };
+    std::vector<PendingRope> ropes;
   };
   static const Ternary& ternary(State& st, const float* w, std::size_t out, std::size_t in) {
     auto it = st.ternary.find(w);
@@ -324,15 +342,94 @@ struct DecodeBackend<cuda::OpKernels> {
     st.pending_rows = c.rows;
     return true;
   }
-  // Launches the joined BitLinears (nothing when none wait).
-  static void flush(cuda::OpKernels&, State& st) {
+  // Launches the deferred ReLU²·up and the joined BitLinears (nothing when none wait).
+  static void flush(cuda::OpKernels& k, State& st) {
+    if (st.act_pending) {
+      st.act_pending = false;
+      k.run(st.act_config, st.act_args);
+    }
+    for (const State::PendingRope& r : st.ropes) launch_rope(st, r.c, r.a, r.rows, r.ctx);
+    st.ropes.clear();
+    flush_gemvs(st);
+  }
+  static void flush_gemvs(State& st) {
     if (st.pending.empty()) return;
     launch::ternary_gemv_parts(st.pending.data(), st.pending.size(), st.pending_in, st.xq.data(), st.pending_rows,
                                st.step.data());
     st.pending.clear();
   }
+  // Whether np floats at p and nq at q share no byte.
+  static bool disjoint(const float* p, std::size_t np, const float* q, std::size_t nq) {
+    const auto u = reinterpret_cast<std::uintptr_t>(p), v = reinterpret_cast<std::uintptr_t>(q);
+    return u + np * sizeof(float) <= v || v + nq * sizeof(float) <= u;
+  }
+  static bool disjoint(const float* p, const float* q, std::size_t n) { return disjoint(p, n, q, n); }
+  // The residual add y = a + b after a deferred BitLinear that wrote a or b
+  // (o_proj, down_proj: the pending launch of one part) folded into that
+  // launch's epilogue (TernaryPart::sum: the same __fadd_rn on the same values,
+  // the BitLinear's y still written), with the session-10 epilogues on
+  // (LOCKSTEP_DECODE_EPILOGUES, cuda::launch::decode_epilogues). Declines
+  // (false: the caller flushes and launches residual_fwd) for anything else:
+  // no pending part or joined parts, a shape that is not the part's, the
+  // other operand overlapping the part's output, or an output that overlaps
+  // an operand without being it.
+  static bool residual(cuda::OpKernels&, State& st, const ops::ResidualAdd::Config& c,
+                       const ops::ResidualAdd::FwdArgs<float>& a) {
+    if (!launch::decode_epilogues() || st.pending.size() != 1) return false;
+    launch::TernaryPart& part = st.pending.back();
+    if (part.sum != nullptr || c.n != st.pending_rows * part.M || c.n == 0) return false;
+    const bool b_is_y = a.b == part.y && a.a != part.y, a_is_y = a.a == part.y && a.b != part.y;
+    if (!b_is_y && !a_is_y) return false;
+    const float* other = b_is_y ? a.a : a.b;
+    const auto apart = [n = c.n](const float* p, const float* q) { return disjoint(p, q, n); };
+    if (!apart(other, part.y) || !(a.y == other || apart(a.y, other)) || !(a.y == part.y || apart(a.y, part.y)))
+      return false;
+    part.add = other;
+    part.sum = a.y;
+    part.add_first = b_is_y;
+    return true;
+  }
   // A pass starts: nothing of a pass that threw is launched later.
-  static void drop_pending(State& st) { st.pending.clear(); }
+  static void drop_pending(State& st) {
+    st.pending.clear();
+    st.act_pending = false;
+    st.ropes.clear();
+  }
+  // ReLU²·up deferred (true) where the norm after it may take it in
+  // (act_norm): the session-10 epilogues and the session-8 changes on, in a
+  // model whose BitLinears run on the GEMVs. The decode kernel set has
+  // launched everything pending before it.
+  static bool relu2mul(cuda::OpKernels&, State& st, const ops::ReluSqMul::Config& c,
+                       const ops::ReluSqMul::FwdArgs<float>& a) {
+    if (!launch::decode_epilogues() || !launch::decode_fusion() || !st.bitlinear_seen || c.n == 0) return false;
+    st.act_pending = true;
+    st.act_config = c;
+    st.act_args = a;
+    return true;
+  }
+  // The RMSNorm of the deferred ReLU²·up's output h, the two in one launch
+  // (relu2mul_rmsnorm_quantize_i8: relu2mul_fwd's h, still written, then
+  // rmsnorm_quantize_i8's y, rstd, codes and steps of h, the same bits):
+  // true, with st.xq/st.step the codes of a.y. False (nothing launched) where
+  // the norm reads anything else, the shape is outside the fused kernel's
+  // rows/width, or h overlaps gate, up or y without being y.
+  static bool act_norm(cuda::OpKernels&, State& st, const ops::NormConfig& c, const ops::RmsNorm::FwdArgs<float>& a) {
+    if (!st.act_pending || !st.pending.empty() || st.act_args.y != a.x || st.act_config.n != c.rows * c.dim ||
+        c.rows > kGemvRows || !launch::act_norm_fused(c.rows, c.dim))
+      return false;
+    const ops::ReluSqMul::FwdArgs<float>& h = st.act_args;
+    const auto apart = [n = st.act_config.n](const float* p, const float* q) { return disjoint(p, q, n); };
+    if (!apart(h.y, h.gate) || !apart(h.y, h.up) || !(a.y == h.y || (apart(a.y, h.y) && apart(a.y, h.gate) &&
+                                                                   apart(a.y, h.up))))
+      return false;
+    st.act_pending = false;
+    st.xq.resize(c.rows * c.dim);
+    st.step.resize(c.rows);
+    launch::relu2mul_rmsnorm_quantize_i8(c.rows, c.dim, static_cast<float>(c.eps), h.gate, h.up, h.y, a.w, a.y,
+                                         a.rstd, static_cast<float>(ops::BitLinear::kActFloor), st.xq.data(),
+                                         st.step.data());
+    return true;
+  }
   // RMSNorm with the int8 codes of its output fused in (rmsnorm_quantize_i8:
   // rmsnorm_fwd's y and rstd, row_quantize_i8's codes and steps of y, in one
   // launch), where the GEMVs would quantize y next: few rows, a model whose
@@ -368,6 +465,49 @@ struct DecodeBackend<cuda::OpKernels> {
   }
   static void rope(cuda::OpKernels&, State& st, const ops::Rope::Config& c, const ops::Rope::FwdArgs<float>& a,
                    std::size_t rows, std::size_t ctx) {
+    launch_rope(st, c, a, rows, ctx);
+  }
+  // RoPE deferred (true) with the session-10 epilogues on: the attention after
+  // q's and k's (rope_store) takes both in with its cache writes. What waits
+  // before it (the q/k/v GEMVs) launches now; the table is uploaded now (a
+  // first use: outside any capture, as before).
+  static bool defer_rope(cuda::OpKernels&, State& st, const ops::Rope::Config& c,
+                         const ops::Rope::FwdArgs<float>& a, std::size_t rows, std::size_t ctx) {
+    if (!launch::decode_epilogues() || !launch::decode_fusion() || st.act_pending || st.ropes.size() >= 2)
+      return false;  // (the caller settles)
+    flush_gemvs(st);
+    rope_table(st, c, ctx);
+    st.ropes.push_back({c, a, rows, ctx});
+    return true;
+  }
+  // The attention's cache writes of k and v with the deferred RoPE of q and k
+  // in one launch (rope_store_rows: rope_rows's and store_rows_at's values):
+  // true, nothing of them left to run. False (nothing launched) unless the
+  // two ropes wait and wrote exactly the attention's q and k rows (contiguous,
+  // the pass's rows, one table), with k, v and the caches apart from q.
+  static bool rope_store(cuda::OpKernels&, State& st, const ops::Attention::FwdArgs<float>& a, std::size_t rows,
+                         std::size_t kvdim, float* k_cache, float* v_cache, std::size_t ctx) {
+    if (st.ropes.size() != 2 || !st.pending.empty() || st.act_pending) return false;
+    const State::PendingRope& q = st.ropes[0].a.y == a.q ? st.ropes[0] : st.ropes[1];
+    const State::PendingRope& kr = &q == &st.ropes[0] ? st.ropes[1] : st.ropes[0];
+    const std::size_t dh = q.c.head_dim;
+    if (q.a.y != a.q || kr.a.y != a.k || q.rows != rows || kr.rows != rows || q.ctx != ctx || kr.ctx != ctx ||
+        kr.c.head_dim != dh || kr.c.layout != q.c.layout || kr.c.base != q.c.base || a.ldq != q.c.heads * dh ||
+        a.ldkv != kvdim || kr.c.heads * dh != kvdim || rows != st.row_count)
+      return false;
+    const std::size_t nq = rows * a.ldq, nk = rows * kvdim;
+    if (!disjoint(a.q, nq, a.k, nk) || !disjoint(a.q, nq, a.v, nk) || !disjoint(q.a.x, nq, a.k, nk))
+      return false;
+    const launch::RopeStoreShape s{.rows = rows, .q_heads = q.c.heads, .kv_heads = kr.c.heads, .head_dim = dh,
+                                   .interleaved = q.c.layout == ops::RopeLayout::interleaved, .tab_seq = ctx,
+                                   .ldv = a.ldkv, .ctx = ctx};
+    launch::rope_store_rows(s, st.rope_table.data(), st.rows.data(), st.rows.data() + st.row_count, q.a.x, q.a.y,
+                            kr.a.x, kr.a.y, a.v, k_cache, v_cache);
+    st.ropes.clear();
+    return true;
+  }
+  // The cos/sin table of positions 0..ctx-1 on the device (uploaded when its key changes).
+  static void rope_table(State& st, const ops::Rope::Config& c, std::size_t ctx) {
     ops::Rope::Config t = c;
     t.batch = 1;
     t.seq = ctx;
@@ -382,6 +522,10 @@ struct DecodeBackend<cuda::OpKernels> {
       st.rope_key = t;
       st.rope_valid = true;
     }
+  }
+  static void launch_rope(State& st, const ops::Rope::Config& c, const ops::Rope::FwdArgs<float>& a, std::size_t rows,
+                          std::size_t ctx) {
+    rope_table(st, c, ctx);
     launch::rope_rows(rows, c.heads, c.head_dim, c.layout == ops::RopeLayout::interleaved, ctx, st.rope_table.data(),
                       st.rows.data() + st.row_count, a.x, a.y);
   }

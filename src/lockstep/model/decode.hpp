@@ -391,8 +391,18 @@ class DecodeKernels : public ad::KeyedKernels<DecodeKernels<K>, float> {
   // ... RMSNorm where the backend fuses the activation codes of its output
   // into it (DecodeBackend<cuda::OpKernels>::rmsnorm: a BitLinear reading y
   // next finds them held, as q, k and v do) ...
+  // (or, where the backend deferred the ReLU²·up whose output the norm reads,
+  // the two in one launch: DecodeBackend<cuda::OpKernels>::act_norm) ...
   void run(const ops::NormConfig& c, const ops::RmsNorm::FwdArgs<float>& a) {
     if (replaying()) return;
+    if constexpr (requires { Backend::act_norm(inner_, state_, c, a); }) {
+      if (Backend::act_norm(inner_, state_, c, a)) {
+        codes_of_ = a.y;
+        codes_rows_ = c.rows;
+        codes_in_ = c.dim;
+        return;
+      }
+    }
     settle();
     if constexpr (requires { Backend::rmsnorm(inner_, state_, c, a); }) {
       if (Backend::rmsnorm(inner_, state_, c, a)) {
@@ -403,6 +413,32 @@ class DecodeKernels : public ad::KeyedKernels<DecodeKernels<K>, float> {
     } else {
       inner_.run(c, a);
     }
+  }
+  // ... ReLU²·up where the backend defers it, to fold it into the norm that
+  // reads its output next (DecodeBackend<cuda::OpKernels>::relu2mul; any other
+  // kernel launches it first: settle) ...
+  void run(const ops::ReluSqMul::Config& c, const ops::ReluSqMul::FwdArgs<float>& a) {
+    if (replaying()) return;
+    settle();
+    if constexpr (requires { Backend::relu2mul(inner_, state_, c, a); }) {
+      if (Backend::relu2mul(inner_, state_, c, a)) return;
+    }
+    inner_.run(c, a);
+  }
+  // ... the residual add where the backend folds it into the deferred
+  // BitLinear whose output it reads (DecodeBackend<cuda::OpKernels>::residual:
+  // o_proj and down_proj's launch adds it in its epilogue, the same add on the
+  // same values); else, or when the backend declines, K's ...
+  void run(const ops::ResidualAdd::Config& c, const ops::ResidualAdd::FwdArgs<float>& a) {
+    if (replaying()) return;
+    if constexpr (requires { Backend::residual(inner_, state_, c, a); }) {
+      if (Backend::residual(inner_, state_, c, a)) {
+        codes_of_ = nullptr;  // as settle: no BitLinear joins across it
+        return;
+      }
+    }
+    settle();
+    inner_.run(c, a);
   }
   // ... the token embedding where the backend reads it from its own form ...
   void run(const ops::Embedding::Config& c, const ops::Embedding::FwdArgs<float>& a) {
@@ -417,6 +453,13 @@ class DecodeKernels : public ad::KeyedKernels<DecodeKernels<K>, float> {
   // ... and these three forwards, whose rows the segments place.
   void run(const ops::Rope::Config& c, const ops::Rope::FwdArgs<float>& a) {
     if (replaying()) return;
+    if constexpr (kRowsAt && requires { Backend::defer_rope(inner_, state_, c, a, row_pos_.size(), ctx_); }) {
+      // Deferred to the attention's cache writes (DecodeBackend<cuda::OpKernels>::rope_store).
+      if (Backend::defer_rope(inner_, state_, c, a, row_pos_.size(), ctx_)) {
+        codes_of_ = nullptr;
+        return;
+      }
+    }
     settle();
     if constexpr (kRowsAt) {  // every row at its position in one launch
       Backend::rope(inner_, state_, c, a, row_pos_.size(), ctx_);
@@ -451,15 +494,22 @@ class DecodeKernels : public ad::KeyedKernels<DecodeKernels<K>, float> {
   }
   void run(const ops::Attention::Config& c, const ops::Attention::FwdArgs<float>& a) {
     if (replaying()) return;
-    settle();
     const std::size_t qw = hq_ * dh_;
     float* kc = kc_[layer_].data();
     float* vc = vc_[layer_].data();
+    // The cache writes with the deferred RoPE of q and k in one launch, where
+    // the backend has it (DecodeBackend<cuda::OpKernels>::rope_store) ...
+    bool stored = false;
+    if constexpr (kRowsAt && requires { Backend::rope_store(inner_, state_, a, row_pos_.size(), kvdim_, kc, vc, ctx_); })
+      stored = Backend::rope_store(inner_, state_, a, row_pos_.size(), kvdim_, kc, vc, ctx_);
+    settle();
     std::size_t row = 0;
-    // The cache first: every segment's keys and values at its positions.
+    // ... else the cache first: every segment's keys and values at its positions.
     if constexpr (kRowsAt) {
-      Backend::store_rows_at(inner_, state_, a.k, a.ldkv, row_pos_.size(), kvdim_, kc, ctx_);
-      Backend::store_rows_at(inner_, state_, a.v, a.ldkv, row_pos_.size(), kvdim_, vc, ctx_);
+      if (!stored) {
+        Backend::store_rows_at(inner_, state_, a.k, a.ldkv, row_pos_.size(), kvdim_, kc, ctx_);
+        Backend::store_rows_at(inner_, state_, a.v, a.ldkv, row_pos_.size(), kvdim_, vc, ctx_);
+      }
     } else {
       for (const DecodeSegment& s : segments) {
         const std::size_t at = (s.slot * ctx_ + s.pos) * kvdim_;

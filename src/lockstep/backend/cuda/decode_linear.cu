@@ -39,6 +39,7 @@
 
 #include "lockstep/backend/cuda/device.hpp"
 #include "lockstep/backend/cuda/pointwise_launch.hpp"
+#include "lockstep/backend/cuda/ternary_epilogue.cuh"
 #include "lockstep/backend/cuda/ternary_word.hpp"
 #include "lockstep/backend/cuda/trace_launch.hpp"
 #include "lockstep/num/fp.hpp"
@@ -108,14 +109,19 @@ __device__ __forceinline__ int unit_dot(const uint4& c, const std::int8_t* xu, i
 // Parts: up to kTernaryMaxParts matrices that read the same activation codes
 // (q, k, v; gate, up) in one launch; part p owns the CTAs from block0[p] on
 // (its rows rounded up to whole CTAs), and each CTA computes its part's rows
-// as a launch of that part alone would.
+// as a launch of that part alone would. A part with sum set adds its
+// residual in the epilogue (ternary_epilogue.cuh).
 struct Parts {
   const uint4* units[kTernaryMaxParts];
   const float* scale[kTernaryMaxParts];
   float* y[kTernaryMaxParts];
+  const float* add[kTernaryMaxParts];
+  float* sum[kTernaryMaxParts];
+  int add_first[kTernaryMaxParts];
   int M[kTernaryMaxParts];
   int block0[kTernaryMaxParts];
   int count;
+  bool contract;  // DecodeLinearMutant::ternary_residual_contracted
 };
 template <class T>
 __device__ __forceinline__ T part_of(const T (&v)[kTernaryMaxParts], int p) {  // constant indices: no local copy
@@ -137,7 +143,10 @@ __global__ void __launch_bounds__(kTernaryThreads)
   for (int i = 1; i < static_cast<int>(kTernaryMaxParts); ++i)
     if (i < parts.count && block >= parts.block0[i]) p = i;
   const uint4* __restrict__ units = part_of(parts.units, p);
-  float* __restrict__ y = part_of(parts.y, p);
+  float* y = part_of(parts.y, p);  // (may be the residual's sum: not __restrict__)
+  const float* add = part_of(parts.add, p);
+  float* sum = part_of(parts.sum, p);
+  const bool add_first = part_of(parts.add_first, p) != 0;
   const int M = part_of(parts.M, p);
   const int m = (block - part_of(parts.block0, p)) * kTernaryWarps + warp;
   const bool active = m < M;  // inactive warps still stage and meet the barriers
@@ -206,8 +215,8 @@ __global__ void __launch_bounds__(kTernaryThreads)
 #pragma unroll
         for (int off = 16; off >= 1; off /= 2) a += __shfl_xor_sync(0xFFFFFFFFu, a, off);
         if (lane == 0)
-          y[static_cast<i64>(n0 + n) * M + m] =
-              __fmul_rn(__fmul_rn(__int2float_rn(a - xsum[n]), step[n0 + n]), sc);
+          ternary_cell_store(y, static_cast<i64>(n0 + n) * M + m, a - xsum[n], step[n0 + n], sc, add, sum, add_first,
+                             parts.contract);
       }
     }
     __syncthreads();  // the next chunk overwrites xs and xsum
@@ -431,6 +440,21 @@ void chain_by_rows(const W* w, const float* x, const float* b, i64 N, i64 M, i64
 void set_decode_linear_mutant(DecodeLinearMutant m) { g_mutant = m; }
 
 namespace {
+std::atomic<int> g_decode_epilogues{-1};  // -1: the environment's
+}
+
+bool decode_epilogues() {
+  const int set = g_decode_epilogues.load();
+  if (set >= 0) return set != 0;
+  static const bool env_on = [] {  // read once: asked twice a layer
+    const char* env = std::getenv("LOCKSTEP_DECODE_EPILOGUES");
+    return env == nullptr || std::string(env) != "0";
+  }();
+  return env_on;
+}
+void set_decode_epilogues(int on) { g_decode_epilogues.store(on < 0 ? -1 : (on != 0 ? 1 : 0)); }
+
+namespace {
 std::atomic<int> g_ternary_version{0};  // 0: the environment's
 }
 
@@ -480,6 +504,7 @@ void ternary_gemv_parts(const TernaryPart* parts, std::size_t count, std::size_t
     options.pdl = version == 3;
     options.drop_last_unit = g_mutant == DecodeLinearMutant::ternary_last_unit_dropped;
     options.half_warp_join = g_mutant == DecodeLinearMutant::ternary_v2_half_warp_join;
+    options.residual_contracted = g_mutant == DecodeLinearMutant::ternary_residual_contracted;
     ternary_gemv_parts_v2(parts, count, K, xq, N, step, options);
     return;
   }
@@ -489,11 +514,15 @@ void ternary_gemv_parts(const TernaryPart* parts, std::size_t count, std::size_t
     a.units[p] = reinterpret_cast<const uint4*>(parts[p].words);
     a.scale[p] = parts[p].scale;
     a.y[p] = parts[p].y;
+    a.add[p] = parts[p].sum != nullptr ? parts[p].add : nullptr;
+    a.sum[p] = parts[p].add != nullptr ? parts[p].sum : nullptr;
+    a.add_first[p] = parts[p].add_first ? 1 : 0;
     a.M[p] = static_cast<int>(parts[p].M);
     a.block0[p] = static_cast<int>(blocks);
     blocks += (parts[p].M + kTernaryWarps - 1) / kTernaryWarps;
   }
   a.count = static_cast<int>(count);
+  a.contract = g_mutant == DecodeLinearMutant::ternary_residual_contracted;
   if (blocks == 0) return;
   if (blocks > 0x7FFFFFFFu) throw std::invalid_argument("ternary_gemv: too many output rows for one launch");
   const std::size_t U = ternary_units(K), Kp = U * 64;
@@ -512,7 +541,19 @@ void ternary_gemv_parts(const TernaryPart* parts, std::size_t count, std::size_t
       {{"ternary_gemv (mutant)", "ternary_gemv (mutant, 2 parts)", "ternary_gemv (mutant, 3 parts)"},
        {"ternary_gemv (mutant, prefetched)", "ternary_gemv (mutant, prefetched, 2 parts)",
         "ternary_gemv (mutant, prefetched, 3 parts)"}}};
-  trace::launched(kNames[drop ? 1 : 0][pre ? 1 : 0][count - 1]);
+  static constexpr const char* kResidualNames[2][2][kTernaryMaxParts] = {
+      {{"ternary_gemv (a warp a row, + residual)", "ternary_gemv (a warp a row, 2 parts, + residual)",
+        "ternary_gemv (a warp a row, 3 parts, + residual)"},
+       {"ternary_gemv (a warp a row, prefetched, + residual)",
+        "ternary_gemv (a warp a row, prefetched, 2 parts, + residual)",
+        "ternary_gemv (a warp a row, prefetched, 3 parts, + residual)"}},
+      {{"ternary_gemv (mutant, + residual)", "ternary_gemv (mutant, 2 parts, + residual)",
+        "ternary_gemv (mutant, 3 parts, + residual)"},
+       {"ternary_gemv (mutant, prefetched, + residual)", "ternary_gemv (mutant, prefetched, 2 parts, + residual)",
+        "ternary_gemv (mutant, prefetched, 3 parts, + residual)"}}};
+  bool residual = false;
+  for (std::size_t p = 0; p < count; ++p) residual = residual || a.sum[p] != nullptr;
+  trace::launched((residual ? kResidualNames : kNames)[drop || a.contract ? 1 : 0][pre ? 1 : 0][count - 1]);
   const unsigned g = static_cast<unsigned>(blocks);
   const int k = static_cast<int>(K), uu = static_cast<int>(U), n = static_cast<int>(N);
   if (nb == 1) launch_ternary<1>(a, g, k, uu, xq, n, step, drop, pre);

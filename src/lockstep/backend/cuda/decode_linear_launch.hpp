@@ -33,6 +33,7 @@ enum class DecodeLinearMutant {
   ternary_last_unit_dropped,  // ternary_gemv skips each row's last 64 codes
   chain_mul_add,              // chain_gemv rounds the product before the add (no fma)
   ternary_v2_half_warp_join,  // ternary_gemv v2's join sums each half-warp only (lanes 16-31 or 0-15 lost)
+  ternary_residual_contracted,  // a residual epilogue's last product and add as one fma (ternary_epilogue.cuh)
 };
 void set_decode_linear_mutant(DecodeLinearMutant m);
 
@@ -54,11 +55,21 @@ void ternary_gemv(const std::uint32_t* words, std::size_t M, std::size_t K, cons
 // Several BitLinears that read the same activation codes xq [N, K] (q, k and v;
 // gate and up) in one launch: part p's y [N, M_p] exactly as ternary_gemv of
 // that part alone (the same expression per cell). 1 to kTernaryMaxParts parts.
+//
+// A part may carry the residual add after it (the decode pass's o_proj and
+// down_proj, DecodeBackend<cuda::OpKernels>::residual): with sum set, each
+// cell v of y is still written, and sum[n, m] = add[n, m] + v (add_first) or
+// v + add[n, m] — ops::ResidualAdd's a + b, the same __fadd_rn residual_fwd
+// runs (ternary_epilogue.cuh). sum may be add (in place) or y; add must not
+// overlap y.
 struct TernaryPart {
   const std::uint32_t* words = nullptr;  // ternary_pack's, [M, 4 · ternary_units(K)]
   std::size_t M = 0;
   const float* scale = nullptr;  // the weight scale, scale[0]
   float* y = nullptr;            // [N, M]
+  const float* add = nullptr;    // the residual's other operand [N, M], or null: no residual
+  float* sum = nullptr;          // the residual's output [N, M] (set exactly when add is)
+  bool add_first = true;         // add is the residual's a (y = a + b with b this part's output)
 };
 inline constexpr std::size_t kTernaryMaxParts = 3;
 void ternary_gemv_parts(const TernaryPart* parts, std::size_t count, std::size_t K, const std::int8_t* xq,
@@ -75,6 +86,16 @@ void ternary_gemv_parts(const TernaryPart* parts, std::size_t count, std::size_t
 int ternary_gemv_version();
 void set_ternary_gemv_version(int version);
 
+// The session-10 decode epilogues (docs/perf/DECODE_CUDA.md §11): the CUDA
+// decode folds the residual add after o_proj and down_proj into their
+// ternary_gemv launch (TernaryPart::sum). On unless the environment says
+// LOCKSTEP_DECODE_EPILOGUES=0 (read once); set_decode_epilogues(1 or 0)
+// overrides it (tests), -1 goes back to the environment. They need the
+// session-8 changes (the pending BitLinears: LOCKSTEP_DECODE_FUSION) on. The
+// bits are the same either way.
+bool decode_epilogues();
+void set_decode_epilogues(int on);
+
 // v2 itself, for the launcher above and the host emulator's test
 // (tests/cuda/ternary_gemv_emu_test.cpp). Arguments as ternary_gemv_parts's,
 // already checked by it (count 1..kTernaryMaxParts, K <= 96 Ki, N and each M
@@ -83,6 +104,7 @@ struct TernaryV2Options {
   bool pdl = false;                     // a programmatic dependent launch (sm_90)
   bool drop_last_unit = false;          // DecodeLinearMutant::ternary_last_unit_dropped
   bool half_warp_join = false;          // DecodeLinearMutant::ternary_v2_half_warp_join
+  bool residual_contracted = false;     // DecodeLinearMutant::ternary_residual_contracted
   bool plant_no_reuse_barrier = false;  // host emulator only: no barrier before the next chunk restages x
 };
 void ternary_gemv_parts_v2(const TernaryPart* parts, std::size_t count, std::size_t K, const std::int8_t* xq,

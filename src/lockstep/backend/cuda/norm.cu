@@ -159,7 +159,7 @@ __global__ void __launch_bounds__(kRowCtaThreads)
 // = (x·rs)·w into global memory and over its staged x (each thread its own
 // elements, folding |y| into its max on the way), joins the max over the CTA
 // as row_quantize_i8's CTA path does, and writes the codes of its y values
-// and the row's step: the two kernels' steps (row_cta.cuh) in their order,
+// and the row's step: the two kernels' steps (row_cta.cuh: norm_quantize_staged) in their order,
 // so rmsnorm_fwd's y and rstd and row_quantize_i8's codes and step of that y,
 // bit for bit, in one launch and one read of x. StaleRow: the mutant
 // (Mutant::norm_quantize_stale_row): y is not written back over the staged
@@ -175,39 +175,10 @@ __global__ void __launch_bounds__(kRowCtaThreads)
   __shared__ std::int32_t s_key[rc::kWarps];
   __shared__ std::uint32_t s_mag[rc::kWarps];
   const std::size_t row = blockIdx.x;
-  const unsigned tid = threadIdx.x;
   rc::stage_row<Vec>(x + row * D, D, row_smem, [](float) {});
   __syncthreads();
-  const float rs = rc::rms_rstd<false>(reinterpret_cast<const float*>(row_smem), D, eps, partial, &s_rs);
-  if (tid == 0) rstd[row] = rs;
-  float* yr = y + row * D;
-  rc::AbsMax am;
-  if constexpr (Vec) {
-    const float4* w4 = reinterpret_cast<const float4*>(w);
-    float4* y4 = reinterpret_cast<float4*>(yr);
-#pragma unroll 4
-    for (std::size_t v = tid; v < D / 4; v += kRowCtaThreads) {
-      const float4 b = rc::rms_scaled(row_smem[v], rs, w4[v]);
-      y4[v] = b;
-      if constexpr (!StaleRow) row_smem[v] = b;
-      am.fold(b.x);
-      am.fold(b.y);
-      am.fold(b.z);
-      am.fold(b.w);
-    }
-  } else {
-    float* xs = reinterpret_cast<float*>(row_smem);
-#pragma unroll 4
-    for (std::size_t j = tid; j < D; j += kRowCtaThreads) {
-      const float b = rc::rms_scaled(xs[j], rs, w[j]);
-      yr[j] = b;
-      if constexpr (!StaleRow) xs[j] = b;
-      am.fold(b);
-    }
-  }
-  const rc::RowScale sc(rc::cta_max<false>(am, s_key, s_mag), floor_x);
-  rc::store_codes<std::int8_t, false, Vec>(row_smem, D, sc, codes + row * D, nullptr);
-  if (tid == 0) step[row] = sc.st;
+  rc::norm_quantize_staged<Vec, StaleRow>(row_smem, D, eps, w, y + row * D, rstd + row, floor_x, codes + row * D,
+                                          step + row, partial, &s_rs, s_key, s_mag);
 }
 
 __global__ void rmsnorm_bwd_rows_kernel(std::size_t rows, std::size_t D, const float* x, const float* w,

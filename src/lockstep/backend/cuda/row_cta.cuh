@@ -211,4 +211,53 @@ __device__ __forceinline__ void store_codes(const float4* smem, std::size_t K, c
   }
 }
 
+// RMSNorm and the int8 codes of its output from a staged row (the caller
+// staged it with stage_row and synchronized): rs as rms_rstd takes it,
+// y = (x·rs)·w into yr and over the staged row (each thread its own
+// elements, folding |y| into its max), the CTA's max, then the codes of y and
+// the row's step — rmsnorm_fwd's y and rstd, then row_quantize_i8's codes and
+// step of that y, bit for bit (norm.cu's rmsnorm_quantize_i8; act_norm.cu's
+// ReLU²·up + the FFN sub-norm). StaleRow: the mutant
+// (Mutant::norm_quantize_stale_row): y is not written back over the staged
+// row, so the codes are those of x. Vec: D % 4 == 0, w and yr 16-byte and
+// codes_r 4-byte aligned. Shared: partial kWarps·4 floats, s_rs, s_key and
+// s_mag kWarps each.
+template <bool Vec, bool StaleRow>
+__device__ __forceinline__ void norm_quantize_staged(float4* row_smem, std::size_t D, float eps,
+                                                     const float* __restrict__ w, float* yr, float* rstd_r,
+                                                     float floor_x, std::int8_t* codes_r, float* step_r,
+                                                     float* partial, float* s_rs, std::int32_t* s_key,
+                                                     std::uint32_t* s_mag) {
+  const unsigned tid = threadIdx.x;
+  const float rs = rms_rstd<false>(reinterpret_cast<const float*>(row_smem), D, eps, partial, s_rs);
+  if (tid == 0) *rstd_r = rs;
+  AbsMax am;
+  if constexpr (Vec) {
+    const float4* w4 = reinterpret_cast<const float4*>(w);
+    float4* y4 = reinterpret_cast<float4*>(yr);
+#pragma unroll 4
+    for (std::size_t v = tid; v < D / 4; v += kThreads) {
+      const float4 b = rms_scaled(row_smem[v], rs, w4[v]);
+      y4[v] = b;
+      if constexpr (!StaleRow) row_smem[v] = b;
+      am.fold(b.x);
+      am.fold(b.y);
+      am.fold(b.z);
+      am.fold(b.w);
+    }
+  } else {
+    float* xs = reinterpret_cast<float*>(row_smem);
+#pragma unroll 4
+    for (std::size_t j = tid; j < D; j += kThreads) {
+      const float b = rms_scaled(xs[j], rs, w[j]);
+      yr[j] = b;
+      if constexpr (!StaleRow) xs[j] = b;
+      am.fold(b);
+    }
+  }
+  const RowScale sc(cta_max<false>(am, s_key, s_mag), floor_x);
+  store_codes<std::int8_t, false, Vec>(row_smem, D, sc, codes_r, nullptr);
+  if (tid == 0) *step_r = sc.st;
+}
+
 }  // namespace lockstep::cuda::detail::row_cta

@@ -44,6 +44,7 @@
 
 #include "lockstep/backend/cuda/decode_linear_launch.hpp"
 #include "lockstep/backend/cuda/device.hpp"
+#include "lockstep/backend/cuda/ternary_epilogue.cuh"
 #include "lockstep/backend/cuda/ternary_word.hpp"
 #include "lockstep/backend/cuda/trace_launch.hpp"
 
@@ -71,6 +72,9 @@ struct V2Parts {
   const uint4* units[kTernaryMaxParts];
   const float* scale[kTernaryMaxParts];
   float* y[kTernaryMaxParts];
+  const float* add[kTernaryMaxParts];  // a residual epilogue's other operand (ternary_epilogue.cuh), or null
+  float* sum[kTernaryMaxParts];        // its output (null: none)
+  int add_first[kTernaryMaxParts];
   int M[kTernaryMaxParts];
   int block0[kTernaryMaxParts];
   int count;
@@ -84,6 +88,7 @@ struct V2Args {
   const float* step;
   bool drop_last_unit;   // DecodeLinearMutant::ternary_last_unit_dropped
   bool half_warp_join;   // DecodeLinearMutant::ternary_v2_half_warp_join
+  bool residual_contracted;  // DecodeLinearMutant::ternary_residual_contracted
   bool plant_no_reuse_barrier;  // the emulator test's planted bug (read only under LS_HOST_EMULATOR)
 };
 
@@ -138,7 +143,10 @@ __global__ void __launch_bounds__(kV2Threads) ternary_gemv_v2_kernel(const V2Arg
   for (int i = 1; i < static_cast<int>(kTernaryMaxParts); ++i)
     if (i < a.parts.count && block >= a.parts.block0[i]) p = i;
   const uint4* __restrict__ units = v2_part_of(a.parts.units, p);
-  float* __restrict__ y = v2_part_of(a.parts.y, p);
+  float* y = v2_part_of(a.parts.y, p);  // (may be the residual's sum: not __restrict__)
+  const float* add = v2_part_of(a.parts.add, p);
+  float* sum = v2_part_of(a.parts.sum, p);
+  const bool add_first = v2_part_of(a.parts.add_first, p) != 0;
   const int M = v2_part_of(a.parts.M, p);
   const int m0 = (block - v2_part_of(a.parts.block0, p)) * (kV2Warps * R) + warp * R;
   const bool active = m0 < M;  // a warp past the part's rows still stages and meets the barriers
@@ -215,7 +223,8 @@ __global__ void __launch_bounds__(kV2Threads) ternary_gemv_v2_kernel(const V2Arg
           for (int off = first; off >= 1; off /= 2) v += __shfl_xor_sync(0xFFFFFFFFu, v, off);
           const int m = m0 + r;
           if (lane == ((r * NB + n) & 31) && m < M)
-            y[static_cast<i64>(n0 + n) * M + m] = __fmul_rn(__fmul_rn(__int2float_rn(v), st), sc);
+            ternary_cell_store(y, static_cast<i64>(n0 + n) * M + m, v, st, sc, add, sum, add_first,
+                               a.residual_contracted);
         }
       }
     }
@@ -282,6 +291,9 @@ void ternary_gemv_parts_v2(const TernaryPart* parts, std::size_t count, std::siz
     a.parts.units[p] = reinterpret_cast<const uint4*>(parts[p].words);
     a.parts.scale[p] = parts[p].scale;
     a.parts.y[p] = parts[p].y;
+    a.parts.add[p] = parts[p].sum != nullptr ? parts[p].add : nullptr;
+    a.parts.sum[p] = parts[p].add != nullptr ? parts[p].sum : nullptr;
+    a.parts.add_first[p] = parts[p].add_first ? 1 : 0;
     a.parts.M[p] = static_cast<int>(parts[p].M);
     a.parts.block0[p] = static_cast<int>(blocks);
     blocks += (parts[p].M + rows_a_cta - 1) / rows_a_cta;
@@ -295,6 +307,7 @@ void ternary_gemv_parts_v2(const TernaryPart* parts, std::size_t count, std::siz
   a.step = step;
   a.drop_last_unit = options.drop_last_unit;
   a.half_warp_join = options.half_warp_join;
+  a.residual_contracted = options.residual_contracted;
   a.plant_no_reuse_barrier = options.plant_no_reuse_barrier;
   static constexpr const char* kNames[2][2][kTernaryMaxParts] = {
       {{"ternary_gemv v2 (rows a warp)", "ternary_gemv v2 (rows a warp, 2 parts)",
@@ -304,8 +317,20 @@ void ternary_gemv_parts_v2(const TernaryPart* parts, std::size_t count, std::siz
       {{"ternary_gemv v2 (mutant)", "ternary_gemv v2 (mutant, 2 parts)", "ternary_gemv v2 (mutant, 3 parts)"},
        {"ternary_gemv v2 (mutant, PDL)", "ternary_gemv v2 (mutant, PDL, 2 parts)",
         "ternary_gemv v2 (mutant, PDL, 3 parts)"}}};
-  const bool mutant = options.drop_last_unit || options.half_warp_join || options.plant_no_reuse_barrier;
-  trace::launched(kNames[mutant ? 1 : 0][options.pdl ? 1 : 0][count - 1]);
+  static constexpr const char* kResidualNames[2][2][kTernaryMaxParts] = {
+      {{"ternary_gemv v2 (rows a warp, + residual)", "ternary_gemv v2 (rows a warp, 2 parts, + residual)",
+        "ternary_gemv v2 (rows a warp, 3 parts, + residual)"},
+       {"ternary_gemv v2 (rows a warp, PDL, + residual)", "ternary_gemv v2 (rows a warp, PDL, 2 parts, + residual)",
+        "ternary_gemv v2 (rows a warp, PDL, 3 parts, + residual)"}},
+      {{"ternary_gemv v2 (mutant, + residual)", "ternary_gemv v2 (mutant, 2 parts, + residual)",
+        "ternary_gemv v2 (mutant, 3 parts, + residual)"},
+       {"ternary_gemv v2 (mutant, PDL, + residual)", "ternary_gemv v2 (mutant, PDL, 2 parts, + residual)",
+        "ternary_gemv v2 (mutant, PDL, 3 parts, + residual)"}}};
+  const bool mutant = options.drop_last_unit || options.half_warp_join || options.plant_no_reuse_barrier ||
+                      options.residual_contracted;
+  bool residual = false;
+  for (std::size_t p = 0; p < count; ++p) residual = residual || a.parts.sum[p] != nullptr;
+  trace::launched((residual ? kResidualNames : kNames)[mutant ? 1 : 0][options.pdl ? 1 : 0][count - 1]);
   const unsigned g = static_cast<unsigned>(blocks);
   if (nb == 1) launch_v2<1>(a, g, options.pdl);
   else if (nb == 2) launch_v2<2>(a, g, options.pdl);
