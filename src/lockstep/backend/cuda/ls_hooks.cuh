@@ -1,0 +1,12 @@
+// The LS_* hooks of kernels written to run on the host fiber emulator too
+// (tests/cuda/cuda_host_emu.hpp defines them for the host before including a
+// kernel file): the dynamic shared memory, the launch and its shared-memory
+// attribute. On the device they are the plain CUDA spellings. (attention.cu
+// and ternary_gemv_v2.cu spell the same three lines themselves.)
+#pragma once
+
+#ifndef LS_SMEM
+#define LS_SMEM(name) extern __shared__ __align__(16) float name[]
+#define LS_LAUNCH(kernel, grid, block, smem, ...) kernel<<<grid, block, smem>>>(__VA_ARGS__)
+#define LS_SET_SMEM(kernel, bytes) cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes)
+#endif
