@@ -113,12 +113,13 @@ struct Case {
   static constexpr float kFloor = 1e-8f;
 
   // The first difference from the CPU (or ""), and how many columns differ.
-  std::string run(int planted, std::size_t* differing = nullptr) const {
+  std::string run(int planted, int block_cols, std::size_t* differing = nullptr) const {
     std::vector<float> x = storage, sums(s.cols + kGuard, ln::float_of(kSentinel)),
                        partial(s.cols + kGuard, ln::float_of(kSentinel));
     std::vector<std::uint32_t> nan(s.cols + kGuard, kSentinel);
     // x 16-byte aligned at offset 0 (std::vector's allocation), off it at offset 1.
-    ll::col_maxima_sums_tiled(x.data() + s.x_offset, s.rows, s.cols, partial.data(), nan.data(), sums.data(), planted);
+    ll::col_maxima_sums_tiled(x.data() + s.x_offset, s.rows, s.cols, partial.data(), nan.data(), sums.data(), planted,
+                              block_cols);
     std::string first;
     std::size_t d = 0;
     const auto note = [&](const std::string& what) {
@@ -158,11 +159,13 @@ std::vector<Shape> shapes() {
 
 }  // namespace
 
+constexpr int kWidths[] = {8, 32};  // columns a block: v2, v3
+
 TEST(ColQuantSumsTiledEmulated, EqualsTheCpuSumsFoldsAndSteps) {
   std::uint64_t seed = 1;
   for (const Shape& s : shapes()) {
     const Case c(s, seed++);
-    EXPECT_EQ(c.run(ll::kColQuantClean), "") << name_of(s);
+    for (const int w : kWidths) EXPECT_EQ(c.run(ll::kColQuantClean, w), "") << name_of(s) << ", " << w << " columns a block";
   }
 }
 
@@ -172,7 +175,9 @@ TEST(ColQuantSumsTiledEmulated, ShuffledThreadOrders) {
   std::uint64_t seed = 100;
   for (const Shape& s : {Shape{1537, 77}, Shape{2049, 24}, Shape{1300, 40, 1}, Shape{1027, 40, 0, true}}) {
     const Case c(s, seed++);
-    for (int round = 0; round < 2; ++round) EXPECT_EQ(c.run(ll::kColQuantClean), "") << name_of(s) << ", round " << round;
+    for (const int w : kWidths)
+      for (int round = 0; round < 2; ++round)
+        EXPECT_EQ(c.run(ll::kColQuantClean, w), "") << name_of(s) << ", " << w << " columns a block, round " << round;
   }
   emu::cta.shuffle_order = false;
 }
@@ -187,12 +192,19 @@ TEST(ColQuantSumsTiledEmulated, PlantedBugsDiffer) {
            {ll::kColQuantSumsInPairs, "the sums added in pairs"},
            {ll::kColQuantSumsTileRowsSwapped, "a tile's rows 64..127 added before 0..63"},
            {ll::kColQuantSumsLastTileDropped, "the partial last tile dropped"}}) {
-    EXPECT_NE(full.run(planted, &d), "") << what;
-    std::printf("planted: %s: %zu of 70 columns differ (rows 1000 cols 70, 16-byte staging)\n", what, d);
-    EXPECT_NE(narrow.run(planted, &d), "") << what << ", 4-byte staging";
-    std::printf("planted: %s: %zu of 40 columns differ (rows 1300 cols 40, x misaligned: 4-byte staging)\n", what, d);
+    for (const int w : kWidths) {
+      EXPECT_NE(full.run(planted, w, &d), "") << what << ", " << w << " columns a block";
+      std::printf("planted: %s: %zu of 70 columns differ (rows 1000 cols 70, 16-byte staging, %d columns a block)\n",
+                  what, d, w);
+      EXPECT_NE(narrow.run(planted, w, &d), "") << what << ", 4-byte staging, " << w << " columns a block";
+      std::printf("planted: %s: %zu of 40 columns differ (rows 1300 cols 40, x misaligned: 4-byte staging, %d columns "
+                  "a block)\n",
+                  what, d, w);
+    }
   }
   // Rows 257 hold a full tile and a 1-row one: the dropped tile loses the last row.
-  EXPECT_NE(ragged.run(ll::kColQuantSumsLastTileDropped, &d), "") << "the 1-row last tile dropped";
-  EXPECT_EQ(ragged.run(ll::kColQuantClean), "");
+  for (const int w : kWidths) {
+    EXPECT_NE(ragged.run(ll::kColQuantSumsLastTileDropped, w, &d), "") << "the 1-row last tile dropped, " << w;
+    EXPECT_EQ(ragged.run(ll::kColQuantClean, w), "") << w;
+  }
 }

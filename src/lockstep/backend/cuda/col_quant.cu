@@ -243,14 +243,16 @@ int col_quant_sums_kernel() {
     const char* v = std::getenv("LOCKSTEP_COL_SUMS");
     if (v == nullptr || std::string(v).empty() || std::string(v) == "v2") return 2;
     if (std::string(v) == "v1") return 1;
+    if (std::string(v) == "v3") return 3;
     throw std::invalid_argument(std::string("LOCKSTEP_COL_SUMS: '") + v +
-                                "' is not a column-sums kernel (v1: the strip kernel, v2: the tiled one)");
+                                "' is not a column-sums kernel (v1: the strip kernel, v2: tiled, 8 columns a block, "
+                                "v3: tiled, 32 columns a block)");
   }();
   return from_env;
 }
 
 void col_quant_sums_kernel_force(int kernel) {
-  if (kernel < 0 || kernel > 2)
+  if (kernel < 0 || kernel > 3)
     throw std::invalid_argument("col_quant_sums_kernel_force: no kernel " + std::to_string(kernel));
   g_sums_forced = kernel;
 }
@@ -275,8 +277,8 @@ void col_quantize_i8_2p(const float* x, std::size_t rows, std::size_t cols, floa
   float* partial = scratch;
   std::uint32_t* has_nan = reinterpret_cast<std::uint32_t*>(scratch + (chunks > 0 ? chunks : 1) * cols);
   const unsigned strips = static_cast<unsigned>((cols + 31) / 32);
-  if (sums && col_quant_sums_kernel() == 2) {
-    col_maxima_sums_tiled(x, rows, cols, partial, has_nan, col_sums, planted);
+  if (sums && col_quant_sums_kernel() >= 2) {
+    col_maxima_sums_tiled(x, rows, cols, partial, has_nan, col_sums, planted, col_quant_sums_kernel() == 3 ? 32 : 8);
   } else if (sums) {
     trace::launched("col_quantize_i8 2-pass (column maxima and sums)");
     strip_maxima_sums<<<static_cast<unsigned>((cols + kSumCols - 1) / kSumCols), 256>>>(
