@@ -1,10 +1,12 @@
 // The two-pass column quantizer (col_quant.cu) on the device: its gate cases
 // pass and admit it; on ragged shapes and the GPT-2 124M shapes it gives the
 // three-pass kernel's bits and the CPU's (codes, steps; with the column sums,
-// launch::column_sums' and the CPU's); each planted bug (mutant.hpp) is
-// caught by the gate cases, refuses the kernel, and leaves the engine on the
-// three-pass one, whose unit linear still passes its op gates; and the time
-// of both at the GPT-2 shapes (printed: the lead's measurement).
+// launch::column_sums' and the CPU's), with either kernel of its pass 1 with
+// sums (the strip kernel, v1, and the tiled one, v2: col_quant_sums.cu);
+// each planted bug (mutant.hpp) is caught by the gate cases, refuses the
+// kernel, and leaves the engine on the three-pass one, whose unit linear
+// still passes its op gates; and the time of each at the GPT-2 shapes
+// (printed: the lead's measurement).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -113,7 +115,25 @@ TEST(CudaColQuant, GateCasesPassAndAdmitTheTwoPassKernel) {
   for (const auto& o : lc::gate::run_gates(cases, {}))
     EXPECT_EQ(o.difference, "") << o.kernel << " on " << o.shape << (o.poisoned ? " (dirty pass)" : "");
   EXPECT_TRUE(lc::col_quantize_two_pass_admitted()) << lc::col_quantize_report();
-  std::printf("%s\n", lc::col_quantize_report().c_str());
+  std::printf("%s; pass 1 with sums: %s\n", lc::col_quantize_report().c_str(),
+              lc::launch::col_quant_sums_kernel() == 1   ? "strip (v1, LOCKSTEP_COL_SUMS=v1)"
+              : lc::launch::col_quant_sums_kernel() == 3 ? "tiled, 32 columns a block (v3, LOCKSTEP_COL_SUMS=v3)"
+                                                         : "tiled, 8 columns a block (v2)");
+}
+
+// The gates admit the two-pass kernel with either pass 1 with sums forced.
+TEST(CudaColQuant, GateCasesPassUnderEitherSumsKernel) {
+  if (std::string why; !lc::available(&why)) GTEST_SKIP() << why;
+  for (const int k : {1, 2, 3}) {
+    lc::launch::col_quant_sums_kernel_force(k);
+    lc::col_quantize_reset();
+    for (const auto& o : lc::gate::run_gates(lc::gate::cases_of({"col_quant"}), {}))
+      EXPECT_EQ(o.difference, "") << "sums kernel v" << k << ": " << o.kernel << " on " << o.shape
+                                  << (o.poisoned ? " (dirty pass)" : "");
+    EXPECT_TRUE(lc::col_quantize_two_pass_admitted()) << "sums kernel v" << k << ": " << lc::col_quantize_report();
+  }
+  lc::launch::col_quant_sums_kernel_force(0);
+  lc::col_quantize_reset();
 }
 
 // Ragged shapes (every block and chunk edge of both kernels), the floors of x
@@ -135,11 +155,16 @@ TEST(CudaColQuant, TwoPassGivesTheThreePassAndTheCpuBits) {
         const auto x = matrix(s, ++seed, specials);
         const Result cpu = run(Kernel::cpu, x, s, floor_x, sums);
         const Result three = run(Kernel::three_pass, x, s, floor_x, sums);
-        const Result two = run(Kernel::two_pass, x, s, floor_x, sums);
         const std::string where = "rows " + std::to_string(s.rows) + " cols " + std::to_string(s.cols) +
                                   (specials ? " specials" : "") + (sums ? " sums" : "");
         EXPECT_EQ(differ(cpu, three), "") << "three-pass vs cpu, " << where;
-        EXPECT_EQ(differ(cpu, two), "") << "two-pass vs cpu, " << where;
+        for (const int k : {1, 2, 3}) {  // pass 1 with sums: the strip kernel, the tiled ones (8, 32 columns)
+          lc::launch::col_quant_sums_kernel_force(k);
+          const Result two = run(Kernel::two_pass, x, s, floor_x, sums);
+          EXPECT_EQ(differ(cpu, two), "") << "two-pass (sums kernel v" << k << ") vs cpu, " << where;
+          if (!sums) break;  // the sums kernel is not launched
+        }
+        lc::launch::col_quant_sums_kernel_force(0);
       }
 }
 
@@ -152,7 +177,10 @@ TEST(CudaColQuant, EachMutantIsCaughtAndTheThreePassKernelServes) {
   const auto x = matrix(s, 99, false);
   const float floor_g = ln::float_of(0x0D800000u);
   const Result cpu = run(Kernel::cpu, x, s, floor_g, true);
-  for (const lc::Mutant m : {lc::Mutant::col_quant_last_chunk_dropped, lc::Mutant::col_quant_sums_in_pairs}) {
+  std::vector<lc::Mutant> mutants = {lc::Mutant::col_quant_last_chunk_dropped, lc::Mutant::col_quant_sums_in_pairs};
+  // The tiled sums kernel's own bug: planted only where that kernel runs (LOCKSTEP_COL_SUMS unset, v2 or v3).
+  if (lc::launch::col_quant_sums_kernel() >= 2) mutants.push_back(lc::Mutant::col_quant_sums_tile_rows_swapped);
+  for (const lc::Mutant m : mutants) {
     ScopedMutant on(m);
     lc::col_quantize_reset();
     const auto outcomes = lc::gate::run_gates(lc::gate::cases_of({"col_quant"}), {});
@@ -200,10 +228,18 @@ TEST(CudaColQuant, TimeAtGpt2Shapes) {
       lc::DeviceBuffer<float> dx(s.rows * s.cols), step(s.cols), dsums(s.cols), scratch(lc::col_quantize_scratch(s.rows, s.cols));
       lc::fill_words(dx.data(), 0x3F8CCCCDu, dx.size());
       lc::DeviceBuffer<std::int8_t> q(s.rows * s.cols);
-      double ms[2] = {0, 0};
-      for (int k = 0; k < 2; ++k) {
+      // three-pass; two-pass (with sums: the tiled pass 1, 8 columns a block); with sums: two-pass with the strip
+      // pass 1 (v1) and with the 32-column tiled one (v3), and the tiled pass 1 alone, 8 and 32 columns a block
+      // (against the ~33 µs chain floor).
+      double ms[6] = {0, 0, 0, 0, 0, 0};
+      for (int k = 0; k < (sums ? 6 : 2); ++k) {
         const auto call = [&] {
-          if (k == 1) {
+          if (k >= 4) {
+            lc::launch::col_maxima_sums_tiled(dx.data(), s.rows, s.cols, scratch.data(),
+                                              reinterpret_cast<std::uint32_t*>(scratch.data() + s.cols), dsums.data(),
+                                              lc::launch::kColQuantClean, k == 4 ? 8 : 32);
+          } else if (k >= 1) {
+            lc::launch::col_quant_sums_kernel_force(k == 1 ? 2 : k == 2 ? 1 : 3);
             lc::launch::col_quantize_i8_2p(dx.data(), s.rows, s.cols, 1e-8f, q.data(), step.data(), scratch.data(),
                                            sums ? dsums.data() : nullptr);
           } else {
@@ -219,11 +255,17 @@ TEST(CudaColQuant, TimeAtGpt2Shapes) {
         lc::synchronize();
         ms[k] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / kReps;
       }
+      lc::launch::col_quant_sums_kernel_force(0);
       const double bytes = 9.0 * static_cast<double>(s.rows * s.cols);  // two reads of x, one write of codes
       std::printf("col quantize %zu x %zu%s: three-pass %.3f ms, two-pass %.3f ms (%.2f TB/s of 9 B/cell; floor at "
-                  "4.1 TB/s %.3f ms)\n",
+                  "4.1 TB/s %.3f ms)",
                   s.rows, s.cols, sums ? " + column sums" : "", ms[0], ms[1], bytes / (ms[1] * 1e-3) * 1e-12,
                   bytes / 4.1e12 * 1e3);
+      if (sums)
+        std::printf("; two-pass with v1 (strip) %.3f ms, with v3 (tiled, 32 columns) %.3f ms; the tiled pass 1 alone: "
+                    "8 columns %.1f us, 32 columns %.1f us",
+                    ms[2], ms[3], ms[4] * 1e3, ms[5] * 1e3);
+      std::printf("\n");
       EXPECT_GT(ms[1], 0.0);
     }
 }

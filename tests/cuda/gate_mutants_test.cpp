@@ -44,7 +44,7 @@ const std::vector<Mutant>& all_mutants() {
       Mutant::clip_scales_up,             Mutant::int8_dp4a_int16_accumulator, Mutant::int8_imma_k_tail_dropped,
       Mutant::int8_imma_last_column_skipped, Mutant::unit_attention_weights_round_down,
       Mutant::rmsnorm_rows_blocked_lanes, Mutant::row_quantize_first_warp_max,
-      Mutant::col_quant_last_chunk_dropped, Mutant::col_quant_sums_in_pairs,
+      Mutant::col_quant_last_chunk_dropped, Mutant::col_quant_sums_in_pairs, Mutant::col_quant_sums_tile_rows_swapped,
       Mutant::lora_scale_add_fused,       Mutant::norm_quantize_stale_row,
   };
   return m;
@@ -398,6 +398,8 @@ INSTANTIATE_TEST_SUITE_P(AllMutants, CudaGateMutant, ::testing::ValuesIn(all_mut
                              case Mutant::col_quant_last_chunk_dropped:
                                return std::string("col_quant_last_chunk_dropped");
                              case Mutant::col_quant_sums_in_pairs: return std::string("col_quant_sums_in_pairs");
+                             case Mutant::col_quant_sums_tile_rows_swapped:
+                               return std::string("col_quant_sums_tile_rows_swapped");
                              case Mutant::lora_scale_add_fused: return std::string("lora_scale_add_fused");
                              case Mutant::norm_quantize_stale_row: return std::string("norm_quantize_stale_row");
                            }

@@ -37,6 +37,7 @@ int col_quantize_planted() {
   switch (mutant()) {
     case Mutant::col_quant_last_chunk_dropped: return launch::kColQuantLastChunkDropped;
     case Mutant::col_quant_sums_in_pairs: return launch::kColQuantSumsInPairs;
+    case Mutant::col_quant_sums_tile_rows_swapped: return launch::kColQuantSumsTileRowsSwapped;
     default: return launch::kColQuantClean;
   }
 }

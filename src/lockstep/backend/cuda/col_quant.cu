@@ -12,6 +12,7 @@
 // would have to hold a column strip of every row on chip (16384 rows × 8
 // columns = 512 KB: more than an SM has), so x is read twice.
 #include <cstdint>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -78,7 +79,9 @@ __global__ void __launch_bounds__(256) chunk_maxima(const float* __restrict__ x,
   has_nan[c * cols + j] = t.nan ? 1u : 0u;
 }
 
-// Pass 1 with sums: block of 8 whole columns; every thread stages tiles of
+// Pass 1 with sums, the session-7 kernel ("v1", LOCKSTEP_COL_SUMS=v1; the
+// default is col_quant_sums.cu's tiled kernel, the same bits): block of 8
+// whole columns; every thread stages tiles of
 // 256 rows × 8 columns into a ring of 4 shared buffers with cp.async, and
 // threads 0..7 (one per column) run the column's sum chain over every row in
 // order, sum = sum + x[n, j] from +0, and its absmax fold. On a full tile the
@@ -230,7 +233,29 @@ std::size_t chunks_of(std::size_t rows, bool sums) {
   return (rows + kColChunkRows - 1) / kColChunkRows;
 }
 
+int g_sums_forced = 0;
+
 }  // namespace
+
+int col_quant_sums_kernel() {
+  if (g_sums_forced != 0) return g_sums_forced;
+  static const int from_env = [] {
+    const char* v = std::getenv("LOCKSTEP_COL_SUMS");
+    if (v == nullptr || std::string(v).empty() || std::string(v) == "v2") return 2;
+    if (std::string(v) == "v1") return 1;
+    if (std::string(v) == "v3") return 3;
+    throw std::invalid_argument(std::string("LOCKSTEP_COL_SUMS: '") + v +
+                                "' is not a column-sums kernel (v1: the strip kernel, v2: tiled, 8 columns a block, "
+                                "v3: tiled, 32 columns a block)");
+  }();
+  return from_env;
+}
+
+void col_quant_sums_kernel_force(int kernel) {
+  if (kernel < 0 || kernel > 3)
+    throw std::invalid_argument("col_quant_sums_kernel_force: no kernel " + std::to_string(kernel));
+  g_sums_forced = kernel;
+}
 
 std::size_t col_quantize_2p_scratch(std::size_t rows, std::size_t cols) {
   const std::size_t chunks = chunks_of(rows, false);
@@ -252,7 +277,9 @@ void col_quantize_i8_2p(const float* x, std::size_t rows, std::size_t cols, floa
   float* partial = scratch;
   std::uint32_t* has_nan = reinterpret_cast<std::uint32_t*>(scratch + (chunks > 0 ? chunks : 1) * cols);
   const unsigned strips = static_cast<unsigned>((cols + 31) / 32);
-  if (sums) {
+  if (sums && col_quant_sums_kernel() >= 2) {
+    col_maxima_sums_tiled(x, rows, cols, partial, has_nan, col_sums, planted, col_quant_sums_kernel() == 3 ? 32 : 8);
+  } else if (sums) {
     trace::launched("col_quantize_i8 2-pass (column maxima and sums)");
     strip_maxima_sums<<<static_cast<unsigned>((cols + kSumCols - 1) / kSumCols), 256>>>(
         x, static_cast<int>(rows), static_cast<int>(cols), partial, has_nan, col_sums, planted);

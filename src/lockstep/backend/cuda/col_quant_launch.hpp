@@ -27,8 +27,29 @@ namespace lockstep::cuda::launch {
 // The bugs a runtime mutant plants (mutant.hpp): none; the join of pass 2
 // skips the last chunk of rows (a column whose absmax lies there is scaled
 // too coarsely); the column sums add the rows in pairs, (x0 + x1) + ..., a
-// reassociation only bits can see.
-inline constexpr int kColQuantClean = 0, kColQuantLastChunkDropped = 1, kColQuantSumsInPairs = 2;
+// reassociation only bits can see (both sums kernels); the tiled sums kernel
+// adds a full tile's rows 64..127 before its rows 0..63 (a reassociation);
+// the tiled kernel leaves out a partial last tile of rows (sums and maxima;
+// planted by the host emulator test only, no runtime mutant).
+inline constexpr int kColQuantClean = 0, kColQuantLastChunkDropped = 1, kColQuantSumsInPairs = 2,
+                     kColQuantSumsTileRowsSwapped = 3, kColQuantSumsLastTileDropped = 4;
+
+// Which kernel runs pass 1 where the column sums are asked (the bias
+// gradient), by LOCKSTEP_COL_SUMS (read once; anything else is refused with
+// an error naming the variable): v2, the tiled one with 8 columns a block
+// (col_quant_sums.cu, the default); v3, the tiled one with 32 columns a
+// block (128-byte row pieces, a quarter of the blocks); v1, the strip kernel
+// of session 7 (col_quant.cu). All three give the same bits; v1 and v3 are
+// kept selectable until the device has timed them. Tests may force one (1, 2
+// or 3; 0: the environment's choice again).
+int col_quant_sums_kernel();
+void col_quant_sums_kernel_force(int kernel);
+
+// The tiled pass 1 with sums: one summary per column (chunk count 1,
+// partial[j], has_nan[j]) and sums[j], the same bits as the strip kernel;
+// block_cols 8 (v2) or 32 (v3).
+void col_maxima_sums_tiled(const float* x, std::size_t rows, std::size_t cols, float* partial,
+                           std::uint32_t* has_nan, float* sums, int planted = kColQuantClean, int block_cols = 8);
 
 // Scratch floats col_quantize_i8_2p needs for x [rows, cols] (with or without sums).
 std::size_t col_quantize_2p_scratch(std::size_t rows, std::size_t cols);

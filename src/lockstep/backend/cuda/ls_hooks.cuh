@@ -1,7 +1,8 @@
-// The LS_* hooks of a kernel file that the host fiber emulator also runs
-// (tests/cuda/cuda_host_emu.hpp defines them first, for the host; here they are
-// plain CUDA): all of a kernel's shared memory as one dynamic buffer, its
-// launch, and its shared-memory limit.
+// The LS_* hooks of kernels written to run on the host fiber emulator too
+// (tests/cuda/cuda_host_emu.hpp defines them for the host before including a
+// kernel file): the dynamic shared memory, the launch and its shared-memory
+// attribute. On the device they are the plain CUDA spellings. (attention.cu
+// and ternary_gemv_v2.cu spell the same three lines themselves.)
 #pragma once
 
 #ifndef LS_SMEM

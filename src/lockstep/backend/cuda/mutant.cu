@@ -29,6 +29,8 @@ std::string_view mutant_name(Mutant m) {
     case Mutant::row_quantize_first_warp_max: return "row_quantize_i8 (a CTA a row): max |x| over warp 0's elements only";
     case Mutant::col_quant_last_chunk_dropped: return "column quantizer 2-pass: the last chunk of rows left out of the absmax";
     case Mutant::col_quant_sums_in_pairs: return "column quantizer 2-pass: column sums added in pairs (reassociated)";
+    case Mutant::col_quant_sums_tile_rows_swapped:
+      return "column quantizer 2-pass, tiled sums: a tile's rows 64..127 added before rows 0..63";
     case Mutant::lora_scale_add_fused: return "lora: y + u*s as fma(u, s, y)";
     case Mutant::norm_quantize_stale_row: return "rmsnorm + row codes (fused): the codes of the staged x, not of y";
   }
