@@ -1,13 +1,19 @@
-// ternary_expand.cu's kernel (BitLinear's Ŵ made again in the backward instead
-// of kept: docs/LORA.md, "The base as codes on the CUDA model") on the host by
-// the fiber emulator (cuda_host_emu.hpp), bit for bit against the CPU:
-// ternary_requantize (the backward's Ŵ from F32 weights and the forward's kept
-// scale and inverse) = cpu::OpKernels' kept aux.b of run(BitLinear), what the
-// backward read before (the device's Ŵ is that by the gates); on sizes off the
-// 256-thread CTA (1, 3, 5, 255, 256, 257, 1001, 4097), with -0, +0, NaN and
-// large weights; and the planted bug (the re-quantized code rounded down)
-// differs. No GPU: this proves the kernel's logic; the device runs it in the
-// start-up gates (bitlinear_bwd) and test_cuda_lora (label gpu).
+// ternary_expand.cu's kernels (the BitLinear weight operands made instead of
+// kept: docs/LORA.md, "On the CUDA model: the base held as codes") on the host
+// by the fiber emulator (cuda_host_emu.hpp), bit for bit against the CPU:
+//   * ternary_requantize (the backward's Ŵ from F32 weights and the forward's
+//     kept scale and inverse) = cpu::OpKernels' kept aux.b of run(BitLinear),
+//     what the backward read before (the device's Ŵ is that by the gates);
+//   * ternary2_expand of the TERNARY2 bytes hold_frozen_ternary_as_codes makes
+//     from the same weights: the codes as floats = ops::quantize_ternary's
+//     codes, code · scale = the same aux.b (so the codes path's GEMM operands
+//     are the masters path's), and the scale written where asked;
+// on sizes off the 256-thread CTA and the byte of four codes (1, 3, 5, 255,
+// 256, 257, 1001, 4097), with -0, +0, NaN and large weights; and the planted
+// bugs differ (the field of the next element read, the scale dropped from Ŵ,
+// the re-quantized code rounded down). No GPU: this proves the kernels'
+// logic; the device runs them in the start-up gates (bitlinear_bwd,
+// bitlinear_codes_*) and test_cuda_lora's CudaLoraCodes.* (label gpu).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -101,6 +107,11 @@ struct Weights {
     ll::ternary_requantize(w.data(), w.size(), params, got.data());
     return got;
   }
+  std::vector<float> expanded(bool times_scale, float* scale_out = nullptr) const {
+    std::vector<float> got(w.size(), std::numeric_limits<float>::quiet_NaN());
+    ll::ternary2_expand(bytes.data(), w.size(), scale, times_scale, got.data(), scale_out);
+    return got;
+  }
   std::vector<float> codes_as_floats() const { return std::vector<float>(codes.begin(), codes.end()); }
 };
 
@@ -132,12 +143,39 @@ TEST(TernaryExpandEmulated, ANanWeightRequantizesAsTheCpuDoes) {
   EXPECT_EQ(first_difference("w_hat", wt.w_hat, wt.requantized()), "");
 }
 
+TEST(TernaryExpandEmulated, ExpandedCodesAreTheQuantizersAndTheirWHat) {
+  std::uint64_t seed = 20;
+  for (const Shape& s : kShapes) {
+    const Weights wt(s.M, s.K, seed++);
+    float scale_out = -1.0f;
+    EXPECT_EQ(first_difference("codes", wt.codes_as_floats(), wt.expanded(false, &scale_out)), "")
+        << s.M << " x " << s.K;
+    EXPECT_EQ(std::memcmp(&scale_out, &wt.scale, 4), 0) << "the scale written for the epilogue";
+    EXPECT_EQ(first_difference("w_hat", wt.w_hat, wt.expanded(true)), "") << s.M << " x " << s.K;
+    // And what tensor::to_f32 makes of the held codes (code · scale, exact).
+    EXPECT_EQ(first_difference("to_f32", tensor::to_f32(tensor::Storage::ternary({static_cast<std::int64_t>(s.M),
+                                                                                    static_cast<std::int64_t>(s.K)},
+                                                                                   wt.codes, wt.scale)),
+                               wt.expanded(true)),
+              "");
+  }
+}
+
 TEST(TernaryExpandEmulated, PlantedBugsDiffer) {
   const Weights wt(7, 143, 5);
   std::size_t d = 0;
+  ll::g_ternary_expand_plant = 1;
+  EXPECT_NE(first_difference("codes", wt.codes_as_floats(), wt.expanded(false), &d), "");
+  std::printf("planted: the next element's field read: %zu of %zu codes differ\n", d, wt.w.size());
+  EXPECT_NE(first_difference("w_hat", wt.w_hat, wt.expanded(true)), "");
+  ll::g_ternary_expand_plant = 2;
+  EXPECT_NE(first_difference("w_hat", wt.w_hat, wt.expanded(true), &d), "");
+  std::printf("planted: the scale dropped from the expanded W-hat: %zu cells differ\n", d);
+  EXPECT_EQ(first_difference("codes", wt.codes_as_floats(), wt.expanded(false)), "") << "the codes need no scale";
   ll::g_ternary_expand_plant = 3;
   EXPECT_NE(first_difference("w_hat", wt.w_hat, wt.requantized(), &d), "");
   std::printf("planted: the re-quantized code rounded down: %zu cells differ\n", d);
   ll::g_ternary_expand_plant = 0;
   EXPECT_EQ(first_difference("w_hat", wt.w_hat, wt.requantized()), "");
+  EXPECT_EQ(first_difference("w_hat", wt.w_hat, wt.expanded(true)), "");
 }

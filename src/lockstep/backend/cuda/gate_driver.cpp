@@ -464,6 +464,7 @@ std::vector<Case> all_cases() {
   for (Case& c : col_quant_cases()) cases.push_back(std::move(c));
   add_op_cases(cases, ops::ModelOps{});
   add_into_cases(cases);
+  for (Case& c : bitlinear_codes_cases()) cases.push_back(std::move(c));
   for (Case& c : lora_cases()) cases.push_back(std::move(c));
   for (Case& c : train_cases()) cases.push_back(std::move(c));
   return cases;

@@ -117,6 +117,24 @@ class OpKernels : public ad::KeyedKernels<OpKernels, float> {
   // (an Aux kept one way is recomputed by a backward run the other way).
   static void set_bitlinear_keeps_w(bool keep);
 
+  // BitLinear on a frozen weight held on the device as its TERNARY2 codes (a
+  // LoRA base: model/cuda_model.cpp holds no F32 copy of it there; `codes` is
+  // a device pointer to the bytes, `scale` the tensor's scale): the bits of
+  // run(BitLinear) on F32 masters whose quantizer gives these codes and scale,
+  // as cpu::OpKernels::bitlinear_codes_fwd / _bwd. The matrix's codes are
+  // expanded into the float GEMM's operand in one scratch (launch::
+  // ternary2_expand: the codes as floats for the forward's integer product,
+  // code · scale for the backward's Ŵ), then the same GEMM and epilogue as
+  // run(BitLinear). Nothing is kept from the forward; no dW.
+  void bitlinear_codes_fwd(const ops::QuantLinearConfig& c, const float* x, const std::uint8_t* codes, float scale,
+                           float* y);
+  // Whether the codes kernels are in use: unless LOCKSTEP_CUDA_BASE_CODES=0
+  // (read once), which keeps a frozen base as F32 masters on the device
+  // (model/cuda_model.cpp) and leaves the codes kernels' start-up gates out.
+  static bool runs_codes();
+  void bitlinear_codes_bwd(const ops::QuantLinearConfig& c, const std::uint8_t* codes, float scale, const float* dy,
+                           float* dx);
+
   // Fusions of the int8 units (ops/units_fused.hpp, ops_units_fused.cpp): the
   // bits of the unfused Int8Linear (and Gelu) calls, fewer passes and products.
   void units_shared_fwd(std::size_t rows, std::size_t in, const float* x, const ops::UnitFwdPart* parts,

@@ -111,4 +111,44 @@ void OpKernels::run(const ops::QuantLinearConfig& c, const ops::BitLinear::BwdAr
   audit_backward("bitlinear_bwd", {c.rows, c.in, c.out, false}, aux.a.data(), w_hat, dy, dx, dw);
 }
 
+bool OpKernels::runs_codes() {
+  static const bool on = [] {
+    const char* v = std::getenv("LOCKSTEP_CUDA_BASE_CODES");
+    return v == nullptr || std::string_view(v) != "0";
+  }();
+  return on;
+}
+
+// The forward on codes: the activations quantized as run(BitLinear) does, the
+// weight codes expanded to floats (and the scale written where the epilogue
+// reads it), the same GEMM and epilogue. x̂ goes to a scratch (row_quantize
+// writes it; nothing reads it: no dW).
+void OpKernels::bitlinear_codes_fwd(const ops::QuantLinearConfig& c, const float* x, const std::uint8_t* codes,
+                                    float scale, float* y) {
+  ops::BitLinear::validate(c);
+  const std::size_t N = c.rows, K = c.in, M = c.out, nw = M * K;
+  // scratch_: weight codes [nw] | activation codes [N*K] | x̂ [N*K] | steps [N] | scale [1]
+  const std::size_t o_cx = nw, o_dx = o_cx + N * K, o_step = o_dx + N * K, o_par = o_step + N;
+  scratch_.resize(o_par + 1);
+  float* s = scratch_.data();
+  launch::ternary2_expand(codes, nw, scale, false, s, s + o_par);
+  launch::row_quantize(x, N, K, static_cast<float>(ops::BitLinear::kActFloor), s + o_cx, s + o_dx, s + o_step);
+  launch::GemmEpilogue epi;
+  epi.row_scale = s + o_step;
+  epi.scale = s + o_par;
+  launch::gemm_xwt(N, M, K, s + o_cx, s, y, epi);
+  // No live audit of this forward: audit::bitlinear_fwd re-derives the codes from F32 masters, which do not exist here.
+}
+
+// dx = dy·Ŵ, Ŵ = code · scale expanded into one scratch (the forward's Ŵ of the masters, bit for bit).
+void OpKernels::bitlinear_codes_bwd(const ops::QuantLinearConfig& c, const std::uint8_t* codes, float scale,
+                                    const float* dy, float* dx) {
+  ops::BitLinear::validate(c);
+  const std::size_t nw = c.out * c.in;
+  w_operand_.resize(nw);
+  launch::ternary2_expand(codes, nw, scale, true, w_operand_.data(), nullptr);
+  launch::gemm_dyw(c.rows, c.out, c.in, dy, w_operand_.data(), dx);
+  audit_backward("bitlinear_codes_bwd", {c.rows, c.in, c.out, false}, nullptr, w_operand_.data(), dy, dx, nullptr);
+}
+
 }  // namespace lockstep::cuda
