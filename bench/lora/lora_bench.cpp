@@ -28,7 +28,11 @@
 // shapes with N blocks (the memory of a block is the same at any depth);
 // `--fast-init 1`: the base's values U(-0.02, 0.02) from Philox on every core
 // instead of the family's Box–Muller init (a 2.4 B-parameter base takes
-// minutes of host Box–Muller; only the shapes are measured). Prints one line. bench/lora/peft_reference.py is the
+// minutes of host Box–Muller; only the shapes are measured). On CUDA,
+// `--base codes` (the default; LOCKSTEP_CUDA_BASE_CODES=0 turns the device's
+// codes off) makes the base on the host with --fast-init's values and holds its
+// projections as codes before anything is uploaded, so the device never holds
+// their F32 masters; `--base f32` initializes on the device as before. Prints one line. bench/lora/peft_reference.py is the
 // transformers + PEFT peer.
 #include <malloc.h>
 #include <unistd.h>
@@ -149,7 +153,15 @@ int main(int argc, char** argv) {
     const double make_s = seconds_since(t_make);
     const auto t_init = Clock::now();
     model::freeze(m->params());  // the base trains nothing: no gradients to hold or initialize
-    if (a.fast_init) {
+    // On CUDA a base held as codes is made on the host and converted there, so
+    // that no F32 copy of its projections ever reaches the device (as
+    // `lockstep finetune --base FILE` loads on the host): --fast-init's values
+    // (the family's Box–Muller on the host would take minutes at 2B4T).
+    const bool host_fast_init = a.fast_init || (a.device == "cuda" && a.base == "codes" && m->runs_ternary_codes());
+#ifdef LOCKSTEP_HAVE_CUDA
+    if (a.device == "cuda") cuda::reset_peak_bytes_in_use();  // the high-water from here: the base's making included
+#endif
+    if (host_fast_init) {
       std::uint64_t stream = 0;
       for (auto& p : m->params()) {
         float* v = p.value.data();
@@ -167,12 +179,9 @@ int main(int argc, char** argv) {
     const double init_s = seconds_since(t_init);
     std::size_t base_bytes = 0;
     for (const auto& p : m->params()) base_bytes += model::bytes_held(p);
-    std::size_t made_bytes = 0;  // what the device holds before the finetune: the base's values
+    std::size_t made_bytes = 0;  // what the device holds before the finetune
 #ifdef LOCKSTEP_HAVE_CUDA
-    if (a.device == "cuda") {
-      cuda::reset_peak_bytes_in_use();
-      made_bytes = cuda::bytes_in_use();
-    }
+    if (a.device == "cuda") made_bytes = cuda::bytes_in_use();  // the device init's F32 values; 0 for a host-made base
 #endif
     std::vector<data::SftExample> records(static_cast<std::size_t>(a.batch));
     for (std::size_t r = 0; r < records.size(); ++r) {
@@ -216,9 +225,12 @@ int main(int argc, char** argv) {
 #ifdef LOCKSTEP_HAVE_CUDA
     if (a.device == "cuda")
       memory = fmt::format("peak GPU memory {:.2f} GiB (pool high-water since the model was made; {:.2f} GiB of it "
-                           "the base before the finetune), {:.2f} GiB in use at the end, {:.2f} GiB used (cudaMemGetInfo)",
+                           "on the device before the finetune; the base as {}{}: {:.2f} GiB held), {:.2f} GiB in use at "
+                           "the end, {:.2f} GiB used (cudaMemGetInfo)",
                            static_cast<double>(cuda::peak_bytes_in_use()) / (1ull << 30),
                            static_cast<double>(made_bytes) / (1ull << 30),
+                           m->runs_ternary_codes() ? a.base : "f32", host_fast_init ? ", made on the host by --fast-init" : "",
+                           static_cast<double>(base_bytes) / (1ull << 30),
                            static_cast<double>(cuda::bytes_in_use()) / (1ull << 30),
                            static_cast<double>(cuda::device_bytes_used()) / (1ull << 30));
 #endif

@@ -18,6 +18,7 @@
 #include "lockstep/backend/cuda/gate.hpp"
 #include "lockstep/backend/cuda/gemm_launch.hpp"
 #include "lockstep/backend/cuda/gemm_tile_rule.hpp"
+#include "lockstep/backend/cuda/ops.hpp"
 #include "lockstep/ops/all.hpp"
 #include "lockstep/ops/quant.hpp"
 
@@ -304,4 +305,18 @@ TEST(CudaGateCases, TheLoraGlueIsGated) {
   EXPECT_GT(in_place, 0u) << "no case runs the dropout in place (the backward's form)";
   EXPECT_EQ(lc::gate::cases_of({"lora"}).size(), per_kernel["lora_scale_add"] + per_kernel["lora_scale"] +
                                                      per_kernel["lora_dropout"]);
+}
+
+// BitLinear on a weight held as TERNARY2 codes (a frozen LoRA base on the
+// device: cuda::OpKernels::bitlinear_codes_*) is gated at start-up, both
+// directions, on every shape BitLinear's own gates run.
+TEST(CudaGateCases, TheCodesBitLinearIsGatedOnBitLinearsShapes) {
+  if (!lc::OpKernels::runs_codes()) GTEST_SKIP() << "LOCKSTEP_CUDA_BASE_CODES=0: no base is held as codes";
+  std::map<std::string, std::size_t> per_kernel;
+  for (const auto& c : lc::gate::all_cases())
+    if (c.op == "bitlinear_codes") ++per_kernel[c.kernel];
+  const std::size_t shapes = lockstep::ops::BitLinear::gate_cases().size();
+  EXPECT_EQ(per_kernel["bitlinear_codes_fwd"], shapes);
+  EXPECT_EQ(per_kernel["bitlinear_codes_bwd"], shapes);
+  EXPECT_EQ(lc::gate::cases_of({"bitlinear_codes"}).size(), 2 * shapes);
 }

@@ -13,8 +13,18 @@
 //  * the facts demo's GPU twin (the fixture of tests/train/finetune_test.cpp):
 //    the Austen base trained and finetuned on the device answers >= 9 of 10,
 //    on the CPU demo's adapter bits.
+//  * a BitNet base held on the device as its codes (session 10, docs/LORA.md
+//    "The base as codes on the CUDA model"): the CUDA finetune on TERNARY2
+//    codes (cuda::OpKernels::bitlinear_codes_*) ends on the CPU finetune's
+//    adapter hash and on the CUDA finetune's on F32 masters, with Ŵ
+//    re-quantized in the backward (the default) and kept
+//    (LOCKSTEP_CUDA_BITLINEAR_KEEP_W's old way); the host view holds the
+//    masters' own codes; and the device pool's high-water falls by what is no
+//    longer held (Ŵ; the masters less their codes, and x̂), at bitnet-tiny's
+//    shapes with 8 blocks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -23,6 +33,8 @@
 #include <vector>
 
 #include "lockstep/backend/cuda/device.hpp"
+#include "lockstep/backend/cuda/device_pool.hpp"
+#include "lockstep/backend/cuda/ops.hpp"
 #include "lockstep/backend/cuda/mutant.hpp"
 #include "lockstep/backend/cuda/probe.hpp"
 #include "lockstep/data/corpus.hpp"
@@ -32,6 +44,8 @@
 #include "lockstep/model/params.hpp"
 #include "lockstep/num/fp.hpp"
 #include "lockstep/num/rng.hpp"
+#include "lockstep/ops/quant.hpp"
+#include "lockstep/tensor/storage.hpp"
 #include "lockstep/tok/tokenizer.hpp"
 #include "lockstep/train/finetune.hpp"
 
@@ -154,9 +168,19 @@ TEST(CudaLora, AShortFinetuneEndsOnTheCpuAdapterHash) {
       // The frozen base is bit-unchanged in the host view (the device writes
       // values only in its optimizer step, over the adapters: only theirs come
       // back; the device's own base copy is what the adapter hash depends on).
+      // A BitNet base's projections are held as codes since session 10
+      // (hold_frozen_ternary_as_codes on the CUDA model): the masters' own codes and scale.
       const auto& after = static_cast<const m::Model&>(*gpu).params();
-      for (std::size_t i = 0; i < base.size(); ++i)
+      for (std::size_t i = 0; i < base.size(); ++i) {
+        if (after[i].dtype == lockstep::tensor::DType::ternary2) {
+          const auto q = lockstep::ops::quantize_ternary(base[i].value.data(), base[i].value.size());
+          EXPECT_EQ(lockstep::tensor::codes_of(after[i].frozen_value), q.q) << tag << " " << base[i].name;
+          EXPECT_EQ(lockstep::num::bits_of(after[i].frozen_value.scales()[0]), lockstep::num::bits_of(q.scale))
+              << tag << " " << base[i].name;
+          continue;
+        }
         EXPECT_EQ(differing(base[i].value, after[i].value), 0u) << tag << " " << base[i].name << " moved";
+      }
     }
 }
 
@@ -180,7 +204,8 @@ TEST(CudaLora, ABaseInitializedOnTheDeviceIsTheCpusAndFinetunesToItsHash) {
     auto gpu = m::make_cuda_model(cfg);
     const std::size_t made = lc::bytes_in_use() - before;
     EXPECT_LE(made, value_bytes + value_bytes / 4 + (std::size_t{4} << 20))
-        << name << ": a model just made holds its values (pool buckets round up by at most a quarter), " << made
+        << name << ": a model just made holds at most its values (pool buckets round up by at most a quarter; "
+        << "since session 10 nothing: they are allocated at the first use), " << made
         << " bytes for " << value_bytes;
     m::freeze(gpu->params());
     gpu->init_where_held(3);
@@ -265,6 +290,135 @@ TEST(CudaLora, FactsDemoTeachesTenInventedFactsOnTheGpu) {
   EXPECT_EQ(rep.adapter_hash, cpu_rep.adapter_hash);
   fs::remove_all(dir);
   fs::remove_all(cpu_dir);
+}
+
+// The Ŵ mode for one scope (restored on the way out, also on a throw).
+struct KeepW {
+  explicit KeepW(bool keep) : was(lc::OpKernels::bitlinear_keeps_w()) { lc::OpKernels::set_bitlinear_keeps_w(keep); }
+  ~KeepW() { lc::OpKernels::set_bitlinear_keeps_w(was); }
+  bool was;
+};
+
+// short_config with the base held as codes (the default, as on the CPU) or as F32 masters.
+tr::FinetuneConfig codes_config(bool codes) {
+  tr::FinetuneConfig c = short_config(0.05);
+  c.base_as_codes = codes;
+  return c;
+}
+
+struct Outcome {
+  std::uint64_t hash = 0;
+  std::size_t peak = 0;  // the pool's high-water of the finetune (the base uploaded inside it)
+};
+
+Outcome finetuned(m::Model& model, const std::vector<lockstep::data::SftExample>& records,
+                  const tr::FinetuneConfig& cfg, const std::string& name) {
+  const auto dir = temp_dir(name);
+  lc::reset_peak_bytes_in_use();
+  const auto rep = tr::finetune(model, records, cfg, dir.string());
+  Outcome r{rep.adapter_hash, lc::peak_bytes_in_use()};
+  fs::remove_all(dir);
+  return r;
+}
+
+TEST(CudaLoraCodes, ABaseHeldAsCodesFinetunesToTheCpusHash) {
+  LOCKSTEP_REQUIRE_GPU();
+  for (const char* name : {"bitnet-micro", "bitnet-tiny"}) {
+    const m::ModelConfig cfg = m::preset(name);
+    auto cpu = m::make_cpu_model(cfg);
+    cpu->init(3);
+    const std::vector<m::Param> base = cpu->params();
+    const Outcome c = finetuned(*cpu, facts_records(), codes_config(true), std::string("cpu_codes_") + name);
+    auto run_gpu = [&](bool codes, bool keep_w, const char* tag) {
+      const KeepW mode(keep_w);
+      auto gpu = m::make_cuda_model(cfg);
+      gpu->init(3);
+      const Outcome r = finetuned(*gpu, facts_records(), codes_config(codes), std::string("gpu_") + tag + "_" + name);
+      std::printf("%s %s: adapter cpu %016llx gpu %016llx (pool high-water %.2f MiB)\n", name, tag,
+                  static_cast<unsigned long long>(c.hash), static_cast<unsigned long long>(r.hash),
+                  static_cast<double>(r.peak) / (1 << 20));
+      EXPECT_EQ(c.hash, r.hash) << name << " " << tag;
+      std::size_t held_as_codes = 0;
+      const auto& after = static_cast<const m::Model&>(*gpu).params();
+      for (std::size_t i = 0; i < base.size(); ++i) {
+        if (after[i].dtype != lockstep::tensor::DType::ternary2) continue;
+        ++held_as_codes;
+        const auto q = lockstep::ops::quantize_ternary(base[i].value.data(), base[i].value.size());
+        EXPECT_EQ(lockstep::tensor::codes_of(after[i].frozen_value), q.q) << name << " " << base[i].name;
+        EXPECT_EQ(lockstep::num::bits_of(after[i].frozen_value.scales()[0]), lockstep::num::bits_of(q.scale))
+            << name << " " << base[i].name;
+      }
+      EXPECT_EQ(held_as_codes, codes ? 7 * static_cast<std::size_t>(cfg.n_layer) : 0u) << name << " " << tag;
+    };
+    run_gpu(true, false, "base as codes");
+    run_gpu(false, false, "F32 masters, W-hat re-quantized");
+    run_gpu(false, true, "F32 masters, W-hat kept");
+  }
+}
+
+TEST(CudaLoraCodes, ThePoolHighWaterFallsByWhatIsNoLongerHeld) {
+  LOCKSTEP_REQUIRE_GPU();
+  m::ModelConfig cfg = m::preset("bitnet-tiny");
+  cfg.n_layer = 8;
+  const std::int64_t batch = 2, seq = 64;
+  const std::size_t N = static_cast<std::size_t>(batch * seq);
+  std::vector<lockstep::data::SftExample> records(static_cast<std::size_t>(batch));
+  for (std::size_t r = 0; r < records.size(); ++r) {
+    for (std::int64_t t = 0; t <= seq; ++t)
+      records[r].tokens.push_back(static_cast<std::int32_t>(
+          lockstep::num::rng::bits32(7, r, static_cast<std::uint64_t>(t)) % static_cast<std::uint32_t>(cfg.vocab_size)));
+    records[r].scored.assign(records[r].tokens.size(), 1);
+    records[r].line = r + 1;
+  }
+  tr::FinetuneConfig c = codes_config(true);
+  c.steps = 2;
+  c.batch = batch;
+  c.max_seq = seq;
+  c.lora.targets = {"q_proj", "v_proj"};
+  auto run = [&](bool codes, bool keep_w) {
+    const KeepW mode(keep_w);
+    auto gpu = m::make_cuda_model(cfg);
+    gpu->init(3);
+    tr::FinetuneConfig cc = c;
+    cc.base_as_codes = codes;
+    return finetuned(*gpu, records, cc, codes ? "mem_codes" : keep_w ? "mem_keep" : "mem_f32");
+  };
+  m::make_cuda_model(cfg);  // the start-up gates (once a process) before any count
+  const Outcome keep = run(false, true), f32 = run(false, false), codes = run(true, false);
+  EXPECT_EQ(keep.hash, f32.hash);
+  EXPECT_EQ(keep.hash, codes.hash);
+  // What each way holds, by the pool's blocks (device_pool.hpp's pool_block_bytes).
+  std::size_t w_hat = 0, masters = 0, packed = 0, x_hat = 0, nw_max = 0, nk_max = 0;
+  auto block = [](std::size_t bytes) { return lc::pool_block_bytes(bytes); };
+  const auto D = static_cast<std::size_t>(cfg.d_model), F = static_cast<std::size_t>(cfg.d_ff);
+  const std::size_t q = static_cast<std::size_t>(cfg.n_head * cfg.head_dim),
+                    kv = static_cast<std::size_t>(cfg.n_kv_head * cfg.head_dim);
+  const std::size_t shapes[7][2] = {{q, D}, {kv, D}, {kv, D}, {D, q}, {F, D}, {F, D}, {D, F}};  // [out, in]
+  for (std::int64_t l = 0; l < cfg.n_layer; ++l)
+    for (const auto& [out, in] : shapes) {
+      const std::size_t nw = out * in;
+      w_hat += block(4 * nw);
+      masters += block(4 * nw);
+      packed += block((nw + 3) / 4);
+      x_hat += block(4 * N * in);
+      nw_max = std::max(nw_max, nw);
+      nk_max = std::max(nk_max, N * in);
+    }
+  // The scratch each way grows to (one matrix at a time: the forward's operands, the backward's Ŵ) and slack.
+  const std::size_t scratch = block(4 * (2 * nw_max + 2 * nk_max + N + 64) + 65536) + block(4 * nw_max) + (1u << 20);
+  const auto mib = [](double b) { return b / (1 << 20); };
+  const double drop_w = static_cast<double>(keep.peak) - static_cast<double>(f32.peak);
+  const double drop_codes = static_cast<double>(f32.peak) - static_cast<double>(codes.peak);
+  std::printf("bitnet-tiny x 8 blocks, %zu rows: pool high-water W-hat kept %.2f MiB, re-quantized %.2f MiB, base as "
+              "codes %.2f MiB\n  no W-hat: -%.2f MiB (expected -%.2f, less up to %.2f of scratch); codes: -%.2f MiB "
+              "(expected -%.2f = masters %.2f - codes %.2f + x-hat %.2f, up to %.2f either way)\n",
+              N, mib(keep.peak), mib(f32.peak), mib(codes.peak), mib(drop_w), mib(w_hat), mib(scratch),
+              mib(drop_codes), mib(masters - packed + x_hat), mib(masters), mib(packed), mib(x_hat), mib(scratch));
+  EXPECT_LE(drop_w, static_cast<double>(w_hat));
+  EXPECT_GE(drop_w, static_cast<double>(w_hat) - static_cast<double>(scratch));
+  const double want = static_cast<double>(masters - packed + x_hat);
+  EXPECT_LE(drop_codes, want + static_cast<double>(scratch));
+  EXPECT_GE(drop_codes, want - static_cast<double>(scratch));
 }
 
 }  // namespace

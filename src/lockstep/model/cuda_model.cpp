@@ -21,6 +21,7 @@
 #include <memory>
 #include <mutex>
 #include <stdexcept>
+#include <string>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -54,24 +55,51 @@ namespace {
 
 namespace launch = cuda::launch;
 
-// A parameter whose value and gradient live on the device.
+// A frozen BitLinear weight held on the device as its TERNARY2 bytes (the
+// host's Param::frozen_value, copied) and its scale (kept on the host: the
+// codes kernels take it as an argument). What the engine reads of it
+// (transformer.hpp's codes_at): bytes().data(), a device pointer that is the
+// weight's key, scales() and numel().
+struct DeviceCodes {
+  const cuda::DeviceBuffer<std::uint8_t>& bytes() const { return bytes_; }
+  const std::vector<float>& scales() const { return scales_; }
+  std::size_t numel() const { return numel_; }
+  // The host's codes to the device (the same size again: the same address).
+  void upload(const tensor::Storage& s) {
+    bytes_.upload(s.bytes().data(), s.bytes().size());
+    scales_.assign(s.scales().begin(), s.scales().end());
+    numel_ = s.numel();
+  }
+
+ private:
+  cuda::DeviceBuffer<std::uint8_t> bytes_;
+  std::vector<float> scales_;
+  std::size_t numel_ = 0;
+};
+
+// A parameter whose value and gradient live on the device; a frozen BitLinear
+// weight the host holds as TERNARY2 codes (model::hold_frozen_ternary_as_codes)
+// holds them here too (frozen_value), and no F32 value.
 struct DeviceParam {
   std::string name;
   std::vector<std::int64_t> shape;
   cuda::DeviceBuffer<float> value, grad;
   bool decay = true;
   bool trainable = true;
+  tensor::DType dtype = tensor::DType::f32;
+  DeviceCodes frozen_value;  // dtype ternary2 only
 };
 
-// The values are allocated here; the gradients at the first pass
-// (DeviceStorage::reconcile), when it is known which parameters train: a base
-// frozen before then (LoRA) never holds a device gradient.
+// Nothing is allocated here: the values at the first pass, sync or device
+// init (DeviceStorage::reconcile), in the form the host holds them then (a
+// base converted to codes before then never holds F32 values on the device),
+// and the gradients then too, when it is known which parameters train (a base
+// frozen before then, LoRA, never holds a device gradient).
 std::vector<DeviceParam> device_params(const std::vector<Param>& host) {
   std::vector<DeviceParam> d(host.size());
   for (std::size_t i = 0; i < host.size(); ++i) {
     d[i].name = host[i].name;
     d[i].shape = host[i].shape;
-    d[i].value.resize(host[i].value.size());
     d[i].decay = host[i].decay;
     d[i].trainable = host[i].trainable;
   }
@@ -85,6 +113,10 @@ class DeviceStorage {
  public:
   using EngineParam = DeviceParam;
   static constexpr const char* kName = "the CUDA model";
+  // Frozen BitLinear projections held as TERNARY2 codes run on
+  // cuda::OpKernels::bitlinear_codes_* (CudaModel::runs_ternary_codes says
+  // whether hold_frozen_ternary_as_codes converts a base: cuda::OpKernels::runs_codes).
+  static constexpr bool kRunsCodes = true;
   explicit DeviceStorage(std::vector<Param>& host) : host_(host), device_(device_params(host)) {}
   std::vector<DeviceParam>& engine_params() { return device_; }
   void host_view_read() const { sync_host(); }
@@ -149,10 +181,19 @@ class DeviceStorage {
     host_grads_ = true;
     device_grads_ = false;
   }
+  // Every device buffer the host view asks for allocated (not filled): what
+  // the device tables hand out (CudaModel::device_table) points somewhere
+  // even before the first pass.
+  void ensure_allocated() { reconcile(); }
   void sync_device_values() {
     reconcile();
     if (device_values_) return;
-    for (std::size_t i = 0; i < host_.size(); ++i) device_[i].value.upload(host_[i].value);
+    for (std::size_t i = 0; i < host_.size(); ++i) {
+      if (host_[i].dtype == tensor::DType::ternary2)
+        device_[i].frozen_value.upload(host_[i].frozen_value);  // the same size: the same address (its key)
+      else
+        device_[i].value.upload(host_[i].value);
+    }
     device_values_ = true;
   }
 
@@ -168,10 +209,18 @@ class DeviceStorage {
       if (i == device_.size()) device_.emplace_back();
       DeviceParam& d = device_[i];
       const Param& h = host_[i];
-      if (d.name != h.name || d.shape != h.shape || d.value.size() != h.value.size()) {
+      const bool codes = h.dtype == tensor::DType::ternary2;
+      if (d.name != h.name || d.shape != h.shape || d.dtype != h.dtype ||
+          (codes ? d.frozen_value.numel() != h.frozen_value.numel() : d.value.size() != h.value.size())) {
         d.name = h.name;
         d.shape = h.shape;
-        d.value.resize(h.value.size());
+        d.dtype = h.dtype;
+        if (codes) {
+          cuda::DeviceBuffer<float>().swap(d.value);  // a weight held as codes holds no floats here either
+        } else {
+          d.frozen_value = DeviceCodes();
+          d.value.resize(h.value.size());
+        }
         device_values_ = false;
       }
       // A frozen parameter's gradient is never written on the device (the
@@ -612,6 +661,11 @@ class CudaModel final : public KernelModel<cuda::OpKernels, DeviceStorage>, publ
   // base frozen before (LoRA) never holds moments on the device.
   explicit CudaModel(const ModelConfig& cfg) : KernelModel(cfg), dparams_(storage_.engine_params()) {}
 
+  // A frozen BitNet base is held on the device as its codes (DeviceCodes)
+  // unless LOCKSTEP_CUDA_BASE_CODES=0 (the base then stays F32 masters on the
+  // device, the session-8 way; the same bits).
+  bool runs_ternary_codes() const override { return cuda::OpKernels::runs_codes(); }
+
   // --- the step's stages (model/step_stages.hpp) on the device ---------------
   // One wait for the device per step, in finish(): the batch goes over in one
   // asynchronous copy, each micro-batch's mean loss stays on the device, and
@@ -752,6 +806,7 @@ class CudaModel final : public KernelModel<cuda::OpKernels, DeviceStorage>, publ
   }
 
   TensorTable device_table(bool grads) {
+    storage_.ensure_allocated();
     TensorTable t;
     t.on_device = true;
     for (std::size_t i = 0; i < params_.size(); ++i)

@@ -221,8 +221,11 @@ class FamilyEngine {
 
   // --- what the handlers read -------------------------------------------------
   // A BitLinear weight held as TERNARY2 codes (a frozen LoRA base on the CPU
-  // model, model::hold_frozen_ternary_as_codes) has no floats: its key is the
-  // address of its code bytes, which only proj_fwd / proj_bwd read (codes_at).
+  // or CUDA model, model::hold_frozen_ternary_as_codes) has no floats: its key
+  // is the address of its code bytes (on the device for the CUDA model), which
+  // only proj_fwd / proj_bwd read (codes_at). The parameter type's
+  // frozen_value says where they are: tensor::Storage on the host, the CUDA
+  // model's device copy (bytes() with data(), scales(), numel()) there.
   const T* P(std::size_t i) const {
     if constexpr (requires { params_[i].frozen_value; })
       if (params_[i].dtype == tensor::DType::ternary2)
@@ -230,13 +233,16 @@ class FamilyEngine {
     return params_[i].value.data();
   }
   // The codes of the parameter whose key is w, or nullptr (w is floats).
-  const tensor::Storage* codes_at(const T* w) const {
+  auto codes_at(const T* w) const {
     if constexpr (requires { params_[0].frozen_value; }) {
+      using Codes = decltype(params_[0].frozen_value);
       for (const auto& p : params_)
         if (p.dtype == tensor::DType::ternary2 && reinterpret_cast<const T*>(p.frozen_value.bytes().data()) == w)
-          return &p.frozen_value;
+          return static_cast<const Codes*>(&p.frozen_value);
+      return static_cast<const Codes*>(nullptr);
+    } else {
+      return static_cast<const tensor::Storage*>(nullptr);
     }
-    return nullptr;
   }
   // A frozen matrix's is nullptr (grad_skipped): the Linear and BitLinear
   // kernels of every set then compute no dW, only dx.
@@ -304,17 +310,17 @@ class FamilyEngine {
   }
 
   // A weight held as codes (codes_at) runs on the kernel set's codes kernels
-  // (cpu::OpKernels::bitlinear_codes_*: the F32 masters' bits); only BitLinear
+  // (cpu:: and cuda::OpKernels::bitlinear_codes_*: the F32 masters' bits); only BitLinear
   // weights are ever held so, and a kernel set without them is refused.
-  const tensor::Storage* proj_codes(const T* w, bool bitlinear) const {
-    const tensor::Storage* codes = codes_at(w);
+  auto proj_codes(const T* w, bool bitlinear) const {
+    const auto* codes = codes_at(w);
     if (codes != nullptr && !bitlinear)
       throw std::logic_error("model: a weight held as TERNARY2 codes reached a float linear step");
     return codes;
   }
   template <class Op>
   void proj_fwd(std::size_t rows, std::size_t in, std::size_t out, const T* x, const T* w, T* y, Aux& aux) {
-    const tensor::Storage* codes = proj_codes(w, std::is_same_v<Op, ops::BitLinear>);
+    const auto* codes = proj_codes(w, std::is_same_v<Op, ops::BitLinear>);
     if constexpr (std::is_same_v<Op, ops::BitLinear>) {
       if constexpr (requires { k_.bitlinear_codes_fwd({rows, in, out}, x, nullptr, 1.0f, y); }) {
         if (codes != nullptr)
@@ -333,7 +339,7 @@ class FamilyEngine {
   template <class Op>
   void proj_bwd(std::size_t rows, std::size_t in, std::size_t out, const T* x, const T* w, const T* dy, T* dx, T* dw,
                 Aux& aux) {
-    const tensor::Storage* codes = proj_codes(w, std::is_same_v<Op, ops::BitLinear>);
+    const auto* codes = proj_codes(w, std::is_same_v<Op, ops::BitLinear>);
     if constexpr (std::is_same_v<Op, ops::BitLinear>) {
       if constexpr (requires { k_.bitlinear_codes_bwd({rows, in, out}, nullptr, 1.0f, dy, dx); }) {
         if (codes != nullptr) {

@@ -1,6 +1,7 @@
 // Definitions of device.hpp: cudaMalloc/cudaFree/cudaMemcpy with errors turned
 // into exceptions, the poison fill, and the allocation counters.
 #include "lockstep/backend/cuda/device.hpp"
+#include "lockstep/backend/cuda/device_pool.hpp"
 #include "lockstep/backend/cuda/trace_launch.hpp"
 #include "lockstep/backend/cuda/profile.hpp"
 
@@ -164,6 +165,8 @@ std::size_t bytes_in_use() {
   std::lock_guard<std::mutex> lock(g_mutex);
   return g_bytes;
 }
+std::size_t pool_block_bytes(std::size_t bytes) { return bucket_of(bytes + 4); }
+
 std::size_t peak_bytes_in_use() {
   std::lock_guard<std::mutex> lock(g_mutex);
   return g_peak_bytes;

@@ -66,8 +66,12 @@ std::vector<Case> norm_quantize_cases();
 std::vector<Case> col_quant_cases();
 // The LoRA branch's glue (gate_lora.cpp, Case::op "lora"): lora.cu against ops/lora_glue.hpp.
 std::vector<Case> lora_cases();
+// BitLinear on a weight held as TERNARY2 codes (gate_codes.cpp, Case::op "bitlinear_codes"):
+// cuda::OpKernels::bitlinear_codes_fwd / _bwd against cpu::OpKernels' codes kernels.
+std::vector<Case> bitlinear_codes_cases();
 // Every case in one list: int8_cases(), row_quantize_cases(), norm_quantize_cases(), col_quant_cases(),
-// every op of ops::ModelOps and add_into (gate_driver.cpp), lora_cases(), then train_cases().
+// every op of ops::ModelOps and add_into (gate_driver.cpp), bitlinear_codes_cases(), lora_cases(), then
+// train_cases().
 std::vector<Case> all_cases();
 // The cases of the named ops (Case::op: "linear", "attention", "add_into", ...).
 std::vector<Case> cases_of(std::initializer_list<std::string_view> ops);

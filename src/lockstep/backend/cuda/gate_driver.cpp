@@ -137,20 +137,35 @@ std::string compare(std::vector<Array>& arrs, bool alias) {
 
 Vec downloaded(const DeviceBuffer<float>& b) { return b.empty() ? Vec{} : b.download(); }
 
+// What the device keeps from a forward, against the CPU's Aux: the weight
+// scale (and, for BitLinear, its inverse: the device keeps the quantizer's two
+// parameters, the backward re-quantizes W with them), x̂ (a), and Ŵ (b) where
+// the device keeps it (OpKernels::bitlinear_keeps_w(); otherwise it must keep
+// none: the memory the backward's re-quantization saves).
 std::string compare_aux(const HostAux& h, const Aux& g) {
   const float hs = h.s, gs = g.scale();
   std::string d = first_difference("aux.s (weight scale)", &hs, &gs, 1);
+  if (d.empty() && g.s.size() > 1) {
+    const float hinv = 1.0f / h.s, ginv = g.s.download()[1];
+    d = first_difference("aux.s[1] (the weight scale's inverse)", &hinv, &ginv, 1);
+  }
   if (d.empty()) d = first_difference("aux.a", h.a, downloaded(g.a));
-  if (d.empty()) d = first_difference("aux.b", h.b, downloaded(g.b));
+  if (d.empty() && (OpKernels::bitlinear_keeps_w() || h.b.empty())) d = first_difference("aux.b", h.b, downloaded(g.b));
+  if (d.empty() && !OpKernels::bitlinear_keeps_w() && !g.b.empty())
+    d = fmt::format("aux.b: the device kept {} floats of Ŵ (it keeps none unless LOCKSTEP_CUDA_BITLINEAR_KEEP_W=1)",
+                    g.b.size());
   return d;
 }
 
+// The CPU's Aux as the device keeps it (compare_aux): a BitLinear's parameters
+// are the scale and its inverse (1 / scale, one rounding, as ternary_quantize
+// computes it), and its Ŵ only where the device keeps Ŵ.
 Aux upload_aux(const HostAux& h) {
   Aux g;
   if (!h.a.empty()) g.a.upload(h.a);
   if (!h.b.empty()) {
-    g.b.upload(h.b);
-    g.s.upload(std::vector<float>{h.s});
+    if (OpKernels::bitlinear_keeps_w()) g.b.upload(h.b);
+    g.s.upload(std::vector<float>{h.s, 1.0f / h.s});
   }
   return g;
 }
@@ -449,6 +464,7 @@ std::vector<Case> all_cases() {
   for (Case& c : col_quant_cases()) cases.push_back(std::move(c));
   add_op_cases(cases, ops::ModelOps{});
   add_into_cases(cases);
+  for (Case& c : bitlinear_codes_cases()) cases.push_back(std::move(c));
   for (Case& c : lora_cases()) cases.push_back(std::move(c));
   for (Case& c : train_cases()) cases.push_back(std::move(c));
   return cases;

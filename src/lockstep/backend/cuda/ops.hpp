@@ -33,7 +33,12 @@ namespace lockstep::cuda {
 
 // What a forward keeps for its backward, on the device (cpu::Aux's twin).
 // The weight scale stays on the device (reading it would make the host wait);
-// scale() reads it back for the gates and the audits.
+// scale() reads it back for the gates and the audits. BitLinear keeps x̂ (a)
+// and the weight's quantizer parameters (s: [0] the scale, [1] its inverse),
+// not Ŵ: its backward makes Ŵ again from W into one scratch (the same kernel
+// on the same W and parameters: the same bits), unless
+// OpKernels::bitlinear_keeps_w() (LOCKSTEP_CUDA_BITLINEAR_KEEP_W=1: the
+// session-8 way, Ŵ kept in b, 4 bytes a weight held until the backward).
 struct Aux {
   DeviceBuffer<float> a, b, s;
   float scale() const { return s.empty() ? 0.0f : s.download()[0]; }
@@ -104,6 +109,32 @@ class OpKernels : public ad::KeyedKernels<OpKernels, float> {
   void lora_dropout(std::size_t n, const float* in, float* out, std::uint64_t seed, std::uint64_t stream, float p,
                     float q);
 
+  // Whether BitLinear's forward keeps Ŵ for the backward (the old way):
+  // LOCKSTEP_CUDA_BITLINEAR_KEEP_W=1, read once. Otherwise the backward
+  // re-quantizes W (launch::ternary_requantize) from the kept parameters.
+  static bool bitlinear_keeps_w();
+  // Tests only (the memory each way in one process): set it, between passes
+  // (an Aux kept one way is recomputed by a backward run the other way).
+  static void set_bitlinear_keeps_w(bool keep);
+
+  // BitLinear on a frozen weight held on the device as its TERNARY2 codes (a
+  // LoRA base: model/cuda_model.cpp holds no F32 copy of it there; `codes` is
+  // a device pointer to the bytes, `scale` the tensor's scale): the bits of
+  // run(BitLinear) on F32 masters whose quantizer gives these codes and scale,
+  // as cpu::OpKernels::bitlinear_codes_fwd / _bwd. The matrix's codes are
+  // expanded into the float GEMM's operand in one scratch (launch::
+  // ternary2_expand: the codes as floats for the forward's integer product,
+  // code · scale for the backward's Ŵ), then the same GEMM and epilogue as
+  // run(BitLinear). Nothing is kept from the forward; no dW.
+  void bitlinear_codes_fwd(const ops::QuantLinearConfig& c, const float* x, const std::uint8_t* codes, float scale,
+                           float* y);
+  // Whether the codes kernels are in use: unless LOCKSTEP_CUDA_BASE_CODES=0
+  // (read once), which keeps a frozen base as F32 masters on the device
+  // (model/cuda_model.cpp) and leaves the codes kernels' start-up gates out.
+  static bool runs_codes();
+  void bitlinear_codes_bwd(const ops::QuantLinearConfig& c, const std::uint8_t* codes, float scale, const float* dy,
+                           float* dx);
+
   // Fusions of the int8 units (ops/units_fused.hpp, ops_units_fused.cpp): the
   // bits of the unfused Int8Linear (and Gelu) calls, fewer passes and products.
   void units_shared_fwd(std::size_t rows, std::size_t in, const float* x, const ops::UnitFwdPart* parts,
@@ -128,6 +159,7 @@ class OpKernels : public ad::KeyedKernels<OpKernels, float> {
   DeviceBuffer<Index> staged_step_;
   PinnedBuffer<Index> pinned_;
   DeviceBuffer<float> scratch_;  // loss_mean's result and any kernel family's temporaries
+  DeviceBuffer<float> w_operand_;  // BitLinear's backward: Ŵ of the one matrix being run
   // The int8 unit linear's temporaries (ops_units.cpp): codes, steps, the
   // int32 product, dequantized operands, the column quantizer's partials.
   struct UnitScratch {

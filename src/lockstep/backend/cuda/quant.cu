@@ -17,6 +17,7 @@
 #include "lockstep/backend/cuda/gemm_launch.hpp"
 #include "lockstep/backend/cuda/mutant.hpp"
 #include "lockstep/backend/cuda/row_cta.cuh"
+#include "lockstep/backend/cuda/ternary_code.cuh"
 #include "lockstep/backend/cuda/trace_launch.hpp"
 #include "lockstep/num/fp.hpp"
 #include "lockstep/num/reduce.hpp"
@@ -60,7 +61,7 @@ __global__ void ternary_codes(const float* __restrict__ w, std::size_t n, const 
   const float m = params[0], inv = params[1];
   for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
-    const float q = min2(max2(floorf(__fadd_rn(__fmul_rn(w[i], inv), 0.5f)), -1.0f), 1.0f);
+    const float q = cuda::detail::ternary_code(w[i], inv);  // ternary_expand.cu re-derives it from the same params
     codes[i] = q;
     dequant[i] = __fmul_rn(q, m);
   }
