@@ -69,7 +69,11 @@ bool col_quantize_two_pass_admitted() {
 std::string col_quantize_report() {
   const bool ok = col_quantize_two_pass_admitted();
   std::lock_guard<std::recursive_mutex> lock(g_mu);
-  if (ok) return fmt::format("column quantizer (CUDA): two-pass kernel ({} gate outcomes exact)", g_record.passed);
+  if (ok) {
+    static const char* const sums[] = {"", "strip (v1)", "tiled, 8 columns a block (v2)", "tiled, 32 columns a block (v3)"};
+    return fmt::format("column quantizer (CUDA): two-pass kernel ({} gate outcomes exact; pass 1 with sums: {})",
+                       g_record.passed, sums[launch::col_quant_sums_kernel()]);
+  }
   return fmt::format("column quantizer (CUDA): three-pass kernel; the two-pass one refused ({})",
                      g_record.first_failure.empty() ? std::string("no gate case ran") : g_record.first_failure);
 }
