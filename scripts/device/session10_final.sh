@@ -16,7 +16,7 @@ run() {  # run NAME SECONDS CMD...: pinned to $CORES, cut at the deadline
 }
 TARGETS="test_infer_decode_kernels_gpu test_infer_decode_gpu test_infer_decode_graphs_gpu test_cuda_col_quant
   test_cuda_gate_mutants test_cuda_units_model test_cuda_lora test_cuda_model test_load_adapter_cli_cuda lockstep_cli
-  decode_bench ${EXTRA_TARGETS:-}"
+  decode_bench train_bench ${EXTRA_TARGETS:-}"
 cmake -S . -B /tmp/b -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOCKSTEP_CUDA=ON -DLOCKSTEP_WERROR=ON > $L/cfg.log 2>&1
 timeout $(left 200) cmake --build /tmp/b -j 16 --target $TARGETS > $L/build.log 2>&1 \
   || grep -E "error|FAILED" -A5 $L/build.log | head -40 > $L/build_errors.log
@@ -35,5 +35,8 @@ CORES=0-1 run bench_new 90 $B --device cuda --preset bitnet-b1.58-2b --ctx 512 -
 CORES=0-1 LOCKSTEP_DECODE_EPILOGUES=0 LOCKSTEP_DECODE_ATTENTION=v1 run bench_s9 60 $B --device cuda \
   --preset bitnet-b1.58-2b --ctx 512 --batch 1 --prompt 32 --tokens 64
 tar czf $OUT/tests.tgz -C /tmp s10logs
-grep -hE "^\[  (PASSED|FAILED)|planted|Skipped|^ *(1|8|32) " $L/*.log | sort | uniq -c | head -60 > $OUT/passes
+CORES=2-5 run units_step 100 /tmp/b/bench/train/train_bench gpt2-124m:16:1024:50304 --device cuda --linear units \
+  --unit-backward --units-head --steps 3
+tar czf $OUT/tests.tgz -C /tmp s10logs
+grep -hE "^\[  (PASSED|FAILED)|planted|Skipped|^ *(1|8|32) |^gpt2" $L/*.log | sort | uniq -c | head -60 > $OUT/passes
 cat $OUT/summary $OUT/passes
