@@ -224,7 +224,7 @@ TEST(CachedAttentionV2Emulated, ShapesPastItsLimitsAreLeftToV1) {
   EXPECT_FALSE(ll::cached_attention_v2_fits(s)) << "no kv heads";
 }
 
-// The switch: set_decode_attention_version picks v1, v2 or v2pdl, 0 goes back to the environment's choice
+// The switch: set_decode_attention_version picks v1, v2, v2pdl or auto, 0 goes back to the environment's choice
 // (LOCKSTEP_DECODE_ATTENTION, unset: kDefaultDecodeAttention); another number is refused by name.
 TEST(CachedAttentionV2Emulated, TheVersionSwitch) {
   ll::set_decode_attention_version(1);
@@ -233,10 +233,15 @@ TEST(CachedAttentionV2Emulated, TheVersionSwitch) {
   EXPECT_EQ(ll::decode_attention_version(), 2);
   ll::set_decode_attention_version(3);
   EXPECT_EQ(ll::decode_attention_version(), 3);
-  EXPECT_THROW(ll::set_decode_attention_version(4), std::invalid_argument);
+  ll::set_decode_attention_version(4);
+  EXPECT_EQ(ll::decode_attention_version(), ll::kAutoDecodeAttention);
+  EXPECT_THROW(ll::set_decode_attention_version(5), std::invalid_argument);
   ll::set_decode_attention_version(0);
   const char* env = std::getenv("LOCKSTEP_DECODE_ATTENTION");
   const std::string chosen = env == nullptr ? "" : env;
-  const int want = chosen.empty() ? ll::kDefaultDecodeAttention : chosen == "v1" ? 1 : chosen == "v2" ? 2 : 3;
+  const int want = chosen.empty() ? ll::kDefaultDecodeAttention : chosen == "v1"   ? 1
+                   : chosen == "v2"   ? 2
+                   : chosen == "auto" ? ll::kAutoDecodeAttention
+                                      : 3;
   EXPECT_EQ(ll::decode_attention_version(), want) << "LOCKSTEP_DECODE_ATTENTION=" << chosen;
 }

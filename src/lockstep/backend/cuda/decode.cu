@@ -235,14 +235,15 @@ int decode_attention_version() {
     if (v == "v1") return 1;
     if (v == "v2") return 2;
     if (v == "v2pdl") return 3;
-    throw std::invalid_argument("LOCKSTEP_DECODE_ATTENTION=" + v + ": expected v1, v2 or v2pdl");
+    if (v == "auto") return kAutoDecodeAttention;
+    throw std::invalid_argument("LOCKSTEP_DECODE_ATTENTION=" + v + ": expected v1, v2, v2pdl or auto");
   }();
   return from_env;
 }
 
 void set_decode_attention_version(int version) {
-  if (version < 0 || version > 3)
-    throw std::invalid_argument("set_decode_attention_version(" + std::to_string(version) + "): expected 0 to 3");
+  if (version < 0 || version > kAutoDecodeAttention)
+    throw std::invalid_argument("set_decode_attention_version(" + std::to_string(version) + "): expected 0 to 4");
   g_attention_version.store(version);
 }
 
@@ -253,7 +254,17 @@ void cached_attention(const CachedAttentionShape& s, const float* q, const float
   if (s.rows == 0) return;
   if (s.kv_heads == 0 || s.q_heads % s.kv_heads != 0 || s.key_block == 0)
     throw std::invalid_argument("cached attention: kv_heads must divide q_heads, key_block > 0");
-  if (const int version = decode_attention_version(); version >= 2 && cached_attention_v2_fits(s)) {
+  int version = decode_attention_version();
+  if (version == kAutoDecodeAttention) {
+    static const std::size_t sms = [] {
+      int device = 0, n = 0;
+      check(cudaGetDevice(&device), "cudaGetDevice");
+      check(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
+      return static_cast<std::size_t>(n);
+    }();
+    version = s.rows * s.q_heads < sms ? 2 : 1;
+  }
+  if (version >= 2 && cached_attention_v2_fits(s)) {
     // The scores' scratch: this thread's (its stream's), grown to the largest
     // pass seen, never shrunk, so that a pass captured in a graph after its
     // warm-up pass allocates nothing.

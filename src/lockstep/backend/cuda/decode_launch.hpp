@@ -24,12 +24,17 @@ void cached_attention(const CachedAttentionShape& s, const float* q, const float
 // launch (a CTA per 32 d of a kv head, a warp per query head, V read once for
 // the group); 3, v2 with the fold as a programmatic dependent launch (sm_90:
 // its CTAs start and issue their V copies while the scores run, then wait for
-// them). From the environment's LOCKSTEP_DECODE_ATTENTION = v1 | v2 | v2pdl
+// them). From the environment's LOCKSTEP_DECODE_ATTENTION = v1 | v2 | v2pdl | auto
 // at first use (unset: kDefaultDecodeAttention; another value: an
-// std::invalid_argument naming it); set_decode_attention_version(1, 2 or 3)
+// std::invalid_argument naming it); set_decode_attention_version(1 … 4)
 // overrides it (tests), 0 goes back to the environment. A shape v2 cannot
-// hold (cached_attention_v2_fits) runs v1.
-inline constexpr int kDefaultDecodeAttention = 2;
+// hold (cached_attention_v2_fits) runs v1. 4 ("auto", the default) picks per
+// call: v2 when v1's CTAs (rows × query heads) would not fill the device's
+// SMs, else v1 — measured on the H200 (session 10, docs/perf/DECODE_CUDA.md
+// §12): v2 with the epilogues gained 8.6% at batch 1 (20 CTAs of v1), while
+// batch 32 and the prefill fell 18% under v2 everywhere.
+inline constexpr int kAutoDecodeAttention = 4;
+inline constexpr int kDefaultDecodeAttention = kAutoDecodeAttention;
 int decode_attention_version();
 void set_decode_attention_version(int version);
 
