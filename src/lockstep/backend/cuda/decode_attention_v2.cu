@@ -61,11 +61,7 @@
 #include "lockstep/num/fp.hpp"
 #include "lockstep/num/reduce.hpp"
 
-#ifndef LS_SMEM
-#define LS_SMEM(name) extern __shared__ __align__(16) float name[]
-#define LS_LAUNCH(kernel, grid, block, smem, ...) kernel<<<grid, block, smem>>>(__VA_ARGS__)
-#define LS_SET_SMEM(kernel, bytes) cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes)
-#endif
+#include "lockstep/backend/cuda/ls_hooks.cuh"  // LS_SMEM, LS_LAUNCH, LS_SET_SMEM (the host emulator's first)
 
 namespace lockstep::cuda::launch {
 namespace {

@@ -1,8 +1,7 @@
 // The LS_* hooks of kernels written to run on the host fiber emulator too
 // (tests/cuda/cuda_host_emu.hpp defines them for the host before including a
 // kernel file): the dynamic shared memory, the launch and its shared-memory
-// attribute. On the device they are the plain CUDA spellings. (attention.cu
-// and ternary_gemv_v2.cu spell the same three lines themselves.)
+// attribute. On the device they are the plain CUDA spellings.
 #pragma once
 
 #ifndef LS_SMEM
