@@ -10,14 +10,7 @@
 #     quantizer mutants, test_cuda_lora_trace and test_finetune_cli_cuda on the base held as codes.
 #  3. The LoRA pair in one run (bench/lora/run.sh: lockstep on codes, then PEFT), alone.
 source scripts/device_prepare.sh --on-device; set +eu
-L=/tmp/s11logs; rm -rf $L; mkdir -p $L; T0=$(date +%s); DEADLINE=$((T0 + ${BUDGET_S:-540}))
-stamp() { echo "$1 at $(( $(date +%s) - T0 )) s" | tee -a $OUT/summary; }
-left() { local l=$(( DEADLINE - $(date +%s) )); [ $l -lt $1 ] && echo $l || echo $1; }
-run() {  # run NAME SECONDS CMD...: pinned to $CORES, cut at the deadline
-  local name=$1 t; t=$(left $2); shift 2
-  [ "$t" -le 5 ] && { stamp "$name skipped (deadline)"; return; }
-  timeout $t taskset -c ${CORES:-0-3} "$@" > $L/$name.log 2>&1; stamp "$name exit $?"
-}
+L=/tmp/s11logs; rm -rf $L; mkdir -p $L; BUDGET_S=${BUDGET_S:-540} source scripts/device/deadline.sh
 cmake -S . -B /tmp/b -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOCKSTEP_CUDA=ON -DLOCKSTEP_WERROR=ON > $L/cfg.log 2>&1
 timeout $(left 200) cmake --build /tmp/b -j 16 --target decode_bench lora_bench lockstep_cli test_load_adapter_cli_cuda \
   test_cuda_gate_mutants test_cuda_lora_trace test_finetune_cli_cuda > $L/build.log 2>&1 \

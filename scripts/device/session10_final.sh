@@ -6,14 +6,7 @@
 #   2. the GPU tests in parallel streams, each pinned to its own host cores;
 #   3. the benchmarks alone: decode (the session-10 defaults against the session-9 kernels) and the units step.
 source scripts/device_prepare.sh --on-device; set +eu
-L=/tmp/s10logs; rm -rf $L; mkdir -p $L; T0=$(date +%s); DEADLINE=$((T0 + ${BUDGET_S:-360}))
-stamp() { echo "$1 at $(( $(date +%s) - T0 )) s" | tee -a $OUT/summary; }
-left() { local l=$(( DEADLINE - $(date +%s) )); [ $l -lt $1 ] && echo $l || echo $1; }
-run() {  # run NAME SECONDS CMD...: pinned to $CORES, cut at the deadline
-  local name=$1 t; t=$(left $2); shift 2
-  [ "$t" -le 5 ] && { stamp "$name skipped (deadline)"; return; }
-  timeout $t taskset -c ${CORES:-0-3} "$@" > $L/$name.log 2>&1; stamp "$name exit $?"
-}
+L=/tmp/s10logs; rm -rf $L; mkdir -p $L; BUDGET_S=${BUDGET_S:-360} source scripts/device/deadline.sh
 TARGETS="test_infer_decode_kernels_gpu test_infer_decode_gpu test_infer_decode_graphs_gpu test_cuda_col_quant
   test_cuda_gate_mutants test_cuda_units_model test_cuda_lora test_cuda_model test_load_adapter_cli_cuda lockstep_cli
   decode_bench train_bench lora_bench ${EXTRA_TARGETS:-}"

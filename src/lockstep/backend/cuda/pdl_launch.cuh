@@ -1,8 +1,8 @@
 // A programmatic dependent launch (sm_90) on the backend's stream: the kernel
 // may start before the kernel before it in the stream has completed; it must
 // itself wait (griddepcontrol.wait) before it reads what that kernel writes.
-// In a captured graph it is kept as a programmatic edge. (ternary_gemv_v2.cu
-// spells the same launch out; it could call this.)
+// In a captured graph it is kept as a programmatic edge. (ternary_gemv_v2.cu's
+// v2pdl and decode_attention_v2.cu's fold launch through it.)
 #pragma once
 
 #include <cuda_runtime.h>

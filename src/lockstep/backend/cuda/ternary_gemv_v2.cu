@@ -44,6 +44,9 @@
 
 #include "lockstep/backend/cuda/decode_linear_launch.hpp"
 #include "lockstep/backend/cuda/device.hpp"
+#if !defined(LS_HOST_EMULATOR)
+#include "lockstep/backend/cuda/pdl_launch.cuh"
+#endif
 #include "lockstep/backend/cuda/ternary_epilogue.cuh"
 #include "lockstep/backend/cuda/ternary_word.hpp"
 #include "lockstep/backend/cuda/trace_launch.hpp"
@@ -246,18 +249,9 @@ void launch_v2_as(const V2Args& a, unsigned blocks, bool pdl) {
   }
   if (!pdl) {
     LS_LAUNCH(kernel, dim3(blocks), dim3(kV2Threads), bytes, a);
-  } else {
-    cudaLaunchConfig_t config{};
-    config.gridDim = dim3(blocks);
-    config.blockDim = dim3(kV2Threads);
-    config.dynamicSmemBytes = static_cast<std::size_t>(bytes);
-    config.stream = cudaStreamPerThread;  // the backend's stream (--default-stream=per-thread)
-    cudaLaunchAttribute attribute[1];
-    attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attribute[0].val.programmaticStreamSerializationAllowed = 1;
-    config.attrs = attribute;
-    config.numAttrs = 1;
-    if (cudaLaunchKernelEx(&config, kernel, a) != cudaSuccess) check_launch("ternary_gemv v2 (PDL)");
+  } else if (detail::launch_programmatic(kernel, dim3(blocks), dim3(kV2Threads), static_cast<std::size_t>(bytes), a) !=
+             cudaSuccess) {
+    check_launch("ternary_gemv v2 (PDL)");
   }
 #endif
 }
