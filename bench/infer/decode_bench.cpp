@@ -6,6 +6,9 @@
 //                [--d D --layers L --heads H --kv-heads K --ff F --vocab V --ctx C]
 //                [--profile PASSES]   (CUDA: after each batch's timed passes, PASSES
 //                                      more under the step profile, its table printed)
+//                [--capture PASSES]   (CUDA: after each batch's timed passes, PASSES more
+//                                      inside cudaProfilerStart/Stop, graphs as timed, for
+//                                      `ncu --profile-from-start off`: device time a kernel)
 //                [--model FILE] [--write-gguf FILE --type f32|f16|bf16|q8_0|i2_s]
 //
 // --model FILE: the model of a file (a GGUF, or a Hugging Face directory)
@@ -233,7 +236,7 @@ int main(int argc, char** argv) try {
   std::string family = "llama", device = "cpu", batches = "1,8", preset, model_file, write_file, write_type = "f16";
   long d = 1024, layers = 8, heads = 16, kv = 4, ff = 2816, vocab = 32000, ctx = 512;
   bool ctx_given = false, type_given = false;
-  long prompt = 32, tokens = 32, profile_passes = 0;
+  long prompt = 32, tokens = 32, profile_passes = 0, capture_passes = 0;
   int threads = 0;
   bool layers_given = false, training_model = false;
   for (int i = 1; i < argc; ++i) {
@@ -260,6 +263,7 @@ int main(int argc, char** argv) try {
     else if (a == "--tokens") tokens = std::stol(next());
     else if (a == "--threads") threads = std::stoi(next());
     else if (a == "--profile") profile_passes = std::stol(next());
+    else if (a == "--capture") capture_passes = std::stol(next());
     else if (a == "--training-model") training_model = true;
     else {
       std::fprintf(stderr, "decode_bench: unknown argument %s (see the comment at the top of decode_bench.cpp)\n",
@@ -434,6 +438,13 @@ int main(int argc, char** argv) try {
     if (dm != nullptr) fmt::print("resident after batch {}: {}\n", B, resident_memory());
     std::fflush(stdout);
 #if defined(LOCKSTEP_HAVE_CUDA)
+    if (device == "cuda" && capture_passes > 0) {
+      // The profiler's window over a few passes as they were timed (graphs and
+      // all): ncu sees these kernels only, not the start-up gates or the warm-up.
+      cuda::profile::capture_start();
+      for (long t = 0; t < capture_passes; ++t) (void)s->decode(slots, next, threads);
+      cuda::profile::capture_stop();
+    }
     if (device == "cuda" && profile_passes > 0) {
       // More passes under the step profile (every launch timed with events);
       // the cache keeps growing, so these run at slightly longer lengths.
