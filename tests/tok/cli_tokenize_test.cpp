@@ -32,9 +32,12 @@ Result tokenize(const std::string& args, std::string_view stdin_bytes) {
   const auto in = tmp("in"), out = tmp("out");
   write(in, stdin_bytes);
   Result r;
-  r.err = lockstep::test::run_command("(" + std::string(LOCKSTEP_CLI_PATH) + " tokenize " + args + " < '" +
-                                          in.string() + "' > '" + out.string() + "')",
-                                      &r.status);
+  // Appended piece by piece: GCC 12 at -O3 warns (-Wrestrict, a false positive)
+  // on "(" + std::string(LOCKSTEP_CLI_PATH) for some lengths of the build path.
+  std::string command = "(";
+  command += LOCKSTEP_CLI_PATH;
+  command += " tokenize " + args + " < '" + in.string() + "' > '" + out.string() + "')";
+  r.err = lockstep::test::run_command(command, &r.status);
   r.out = slurp(out);
   std::filesystem::remove(in);
   std::filesystem::remove(out);
