@@ -406,9 +406,11 @@ __global__ void __launch_bounds__(kV3Threads) attention_v3_kernel(const V2AttnAr
           v3_scores<true>(qh, Dh, kj, nh, a.scale, sc);
         else
           v3_scores<false>(qh, Dh, kj, nh, a.scale, sc);
-        for (int i = 0; i < nh; ++i)
-          f.p[static_cast<i64>(h0 + i) * a.ctx + j0 + j] =
-              a.plant.score_d_descending ? v3_score_d_descending(qh + i * Dh, kj, Dh, a.scale) : sc[i];
+#pragma unroll
+        for (int i = 0; i < kV3Heads; ++i)  // constant indices: sc stays in registers
+          if (i < nh)
+            f.p[static_cast<i64>(h0 + i) * a.ctx + j0 + j] =
+                a.plant.score_d_descending ? v3_score_d_descending(qh + i * Dh, kj, Dh, a.scale) : sc[i];
       }
     }
   }
