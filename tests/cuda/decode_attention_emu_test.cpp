@@ -1,5 +1,6 @@
 // The cached attention of decoding, v2 (backend/cuda/decode_attention_v2.cu:
-// the scores launch and the fold launch), on the host by the fiber emulator
+// the scores launch and the fold launch) and v3 (the same file: the scores
+// computed by the fold's own CTAs, one launch), on the host by the fiber emulator
 // (cuda_host_emu.hpp), against ops::CachedAttention::forward (the spec) bit for
 // bit: rows of different lengths in one launch (1 key, a block's last key, one
 // past it, many blocks, the cache's last position), GQA groups of 1, 3, 4, 8
@@ -10,8 +11,9 @@
 // score range (p and alpha underflowing to 0); a scratch and an output full of
 // NaN beforehand; under shuffled thread orders; and its planted bugs (a block's
 // maximum from the next block, a block's acc chains in descending key order,
-// no barrier before a V ring slot is restaged) differ. No GPU: this proves the
-// kernels' logic; the device's runs are test_infer_decode_kernels_gpu's (label gpu).
+// no barrier before a V ring slot is restaged; v3's own: the score chains over
+// d descending, no barrier before a K chunk is restaged) differ. No GPU: this
+// proves the kernels' logic; the device's runs are test_infer_decode_kernels_gpu's (label gpu).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -110,8 +112,8 @@ struct Case {
     return c;
   }
 
-  // The first differing cell (or ""), and how many differ.
-  std::string run(const ll::CachedAttentionV2Options& options, std::size_t* differing = nullptr) const {
+  // The first differing cell (or ""), and how many differ, of v2 (version 2) or v3 (ll::kDecodeAttentionV3).
+  std::string run(int version, const ll::CachedAttentionV2Options& options, std::size_t* differing = nullptr) const {
     ll::CachedAttentionShape sh;
     sh.rows = rows;
     sh.q_heads = s.q_heads;
@@ -121,11 +123,15 @@ struct Case {
     sh.key_block = s.key_block;
     sh.ldq = ldq;
     sh.scale = ops::Attention::scale_of<float>(config().attention());
-    if (!ll::cached_attention_v2_fits(sh)) return "the shape does not fit v2";
+    const bool v3 = version == ll::kDecodeAttentionV3;
+    if (!(v3 ? ll::cached_attention_v3_fits(sh) : ll::cached_attention_v2_fits(sh))) return "the shape does not fit";
     std::vector<float> got(want.size(), std::numeric_limits<float>::quiet_NaN()),
         scores(rows * s.q_heads * s.ctx, std::numeric_limits<float>::quiet_NaN());
-    ll::cached_attention_v2(sh, q.data(), k.data(), v.data(), s.slot.data(), s.pos.data(), got.data(), scores.data(),
-                            options);
+    if (v3)
+      ll::cached_attention_v3(sh, q.data(), k.data(), v.data(), s.slot.data(), s.pos.data(), got.data(), options);
+    else
+      ll::cached_attention_v2(sh, q.data(), k.data(), v.data(), s.slot.data(), s.pos.data(), got.data(),
+                              scores.data(), options);
     std::string first;
     std::size_t d = 0;
     for (std::size_t i = 0; i < want.size(); ++i)
@@ -159,11 +165,14 @@ std::vector<Shape> shapes() {
 
 }  // namespace
 
+constexpr int kVersions[] = {2, ll::kDecodeAttentionV3};
+const char* name_of(int version) { return version == 2 ? "v2" : "v3"; }
+
 TEST(CachedAttentionV2Emulated, EqualsTheCachedAttentionSpec) {
   std::uint64_t seed = 1;
   for (const Shape& s : shapes()) {
     const Case c(s, seed++);
-    EXPECT_EQ(c.run({}), "") << name_of(s);
+    for (int version : kVersions) EXPECT_EQ(c.run(version, {}), "") << name_of(version) << ", " << name_of(s);
   }
 }
 
@@ -174,32 +183,50 @@ TEST(CachedAttentionV2Emulated, ShuffledThreadOrders) {
   for (const Shape& s : {Shape{20, 5, 128, 520, 64, {0, 1}, {519, 64}}, Shape{6, 2, 33, 90, 7, {1, 0}, {89, 6}},
                          Shape{8, 1, 6, 70, 5, {0}, {69}}, Shape{16, 1, 100, 40, 4, {0}, {39}}}) {
     const Case c(s, seed++);
-    for (int round = 0; round < 2; ++round) EXPECT_EQ(c.run({}), "") << name_of(s) << ", round " << round;
+    for (int version : kVersions)
+      for (int round = 0; round < 2; ++round)
+        EXPECT_EQ(c.run(version, {}), "") << name_of(version) << ", " << name_of(s) << ", round " << round;
   }
   emu::cta.shuffle_order = false;
 }
 
 // The planted bugs differ: the device mutants (DecodeAttentionMutant) that the
-// GPU test plants too, and a barrier left out.
+// GPU test plants too, and a barrier left out; the fold's in v2 and v3 (one
+// fold_blocks), v3's score chunks' in v3.
 TEST(CachedAttentionV2Emulated, PlantedBugsDiffer) {
-  // 9 blocks at the longer row: past the V ring's 6 slots, so slots are restaged.
+  // 9 blocks at the longer row: past the V ring's 6 slots, so slots are restaged (and 5 of v3's 128-key chunks).
   const Case wide(Shape{20, 5, 128, 520, 64, {0, 1}, {519, 130}}, 7), small(Shape{6, 2, 33, 90, 7, {1, 0}, {89, 30}}, 8);
-  ll::CachedAttentionV2Options next, reversed, no_barrier;
+  ll::CachedAttentionV2Options next, reversed, no_barrier, descending, no_chunk_barrier;
   next.max_from_next_block = true;
   reversed.acc_keys_reversed = true;
   no_barrier.no_reuse_barrier = true;
+  descending.score_d_descending = true;
+  no_chunk_barrier.no_chunk_barrier = true;
   std::size_t d = 0;
-  EXPECT_NE(wide.run(next, &d), "") << "a block's maximum from the next block";
-  std::printf("planted: a block's maximum from the next block: %zu cells differ (2B4T heads, keys 520 and 131)\n", d);
-  EXPECT_NE(small.run(next), "") << "a block's maximum from the next block, key block 7";
-  EXPECT_NE(wide.run(reversed, &d), "") << "the acc chains over each block's keys descending";
-  std::printf("planted: the acc chains over each block's keys descending: %zu cells differ (2B4T heads)\n", d);
-  EXPECT_NE(small.run(reversed), "") << "the acc chains descending, key block 7";
+  for (int version : kVersions) {
+    const char* v = name_of(version);
+    EXPECT_NE(wide.run(version, next, &d), "") << v << ": a block's maximum from the next block";
+    std::printf("planted (%s): a block's maximum from the next block: %zu cells differ (2B4T heads, keys 520 and 131)\n",
+                v, d);
+    EXPECT_NE(small.run(version, next), "") << v << ": a block's maximum from the next block, key block 7";
+    EXPECT_NE(wide.run(version, reversed, &d), "") << v << ": the acc chains over each block's keys descending";
+    std::printf("planted (%s): the acc chains over each block's keys descending: %zu cells differ (2B4T heads)\n", v,
+                d);
+    EXPECT_NE(small.run(version, reversed), "") << v << ": the acc chains descending, key block 7";
+    emu::cta.shuffle_order = true;
+    EXPECT_NE(wide.run(version, no_barrier, &d), "") << v << ": no barrier before a V ring slot is restaged";
+    std::printf("planted (%s): no barrier before a V ring slot is restaged (shuffled order): %zu cells differ\n", v, d);
+    EXPECT_EQ(wide.run(version, {}), "") << v << ": the kernels as they are, shuffled";
+    emu::cta.shuffle_order = false;
+  }
+  const int v3 = ll::kDecodeAttentionV3;
+  EXPECT_NE(wide.run(v3, descending, &d), "") << "v3: the score chains over d descending";
+  std::printf("planted (v3): the score chains over d descending: %zu cells differ (2B4T heads)\n", d);
+  EXPECT_NE(small.run(v3, descending), "") << "v3: the score chains over d descending, a 33-wide head";
+  EXPECT_EQ(wide.run(2, descending), "") << "v2 has no such mutant: its score kernel is untouched";
   emu::cta.shuffle_order = true;
-  EXPECT_NE(wide.run(no_barrier, &d), "") << "no barrier before a V ring slot is restaged";
-  std::printf("planted: no barrier before a V ring slot is restaged (shuffled order): %zu cells differ (2B4T heads)\n",
-              d);
-  EXPECT_EQ(wide.run({}), "") << "the kernels as they are, shuffled";
+  EXPECT_NE(wide.run(v3, no_chunk_barrier, &d), "") << "v3: no barrier before a K chunk is restaged";
+  std::printf("planted (v3): no barrier before a K chunk is restaged (shuffled order): %zu cells differ\n", d);
   emu::cta.shuffle_order = false;
 }
 
@@ -213,6 +240,11 @@ TEST(CachedAttentionV2Emulated, ShapesPastItsLimitsAreLeftToV1) {
   s.ctx = 4096;
   s.key_block = 64;
   EXPECT_TRUE(ll::cached_attention_v2_fits(s));
+  EXPECT_TRUE(ll::cached_attention_v3_fits(s)) << "2B4T at ctx 4096";
+  s.ctx = 8192;
+  EXPECT_TRUE(ll::cached_attention_v2_fits(s));
+  EXPECT_FALSE(ll::cached_attention_v3_fits(s)) << "v3's K chunk and 4 heads' scores of 8 Ki keys: v2 runs it";
+  s.ctx = 4096;
   s.q_heads = 32;
   s.kv_heads = 1;
   EXPECT_FALSE(ll::cached_attention_v2_fits(s)) << "32 query heads a kv head";
@@ -222,9 +254,23 @@ TEST(CachedAttentionV2Emulated, ShapesPastItsLimitsAreLeftToV1) {
   s.ctx = 512;
   s.kv_heads = 0;
   EXPECT_FALSE(ll::cached_attention_v2_fits(s)) << "no kv heads";
+  EXPECT_FALSE(ll::cached_attention_v3_fits(s)) << "no kv heads";
 }
 
-// The switch: set_decode_attention_version picks v1, v2, v2pdl or auto, 0 goes back to the environment's choice
+// auto's rule (decode_launch.hpp: auto_decode_attention): the small-batch kernel while v1's CTAs (rows × query
+// heads) would not fill the SMs, else v1. At the H200's 132 SMs and 2B4T's 20 query heads: batch 1 to 6 small.
+TEST(CachedAttentionV2Emulated, AutosRule) {
+  static_assert(ll::kAutoSmallBatchAttention == 2 || ll::kAutoSmallBatchAttention == ll::kDecodeAttentionV3);
+  EXPECT_EQ(ll::auto_decode_attention(1, 20, 132), ll::kAutoSmallBatchAttention);
+  EXPECT_EQ(ll::auto_decode_attention(6, 20, 132), ll::kAutoSmallBatchAttention);
+  EXPECT_EQ(ll::auto_decode_attention(7, 20, 132), 1) << "140 CTAs of v1 fill 132 SMs";
+  EXPECT_EQ(ll::auto_decode_attention(8, 20, 132), 1);
+  EXPECT_EQ(ll::auto_decode_attention(32, 20, 132), 1);
+  EXPECT_EQ(ll::auto_decode_attention(33, 4, 132), 1) << "exactly 132: v1";
+  EXPECT_EQ(ll::auto_decode_attention(32, 4, 132), ll::kAutoSmallBatchAttention) << "128 < 132";
+}
+
+// The switch: set_decode_attention_version picks v1, v2, v2pdl, auto or v3, 0 goes back to the environment's choice
 // (LOCKSTEP_DECODE_ATTENTION, unset: kDefaultDecodeAttention); another number is refused by name.
 TEST(CachedAttentionV2Emulated, TheVersionSwitch) {
   ll::set_decode_attention_version(1);
@@ -235,13 +281,16 @@ TEST(CachedAttentionV2Emulated, TheVersionSwitch) {
   EXPECT_EQ(ll::decode_attention_version(), 3);
   ll::set_decode_attention_version(4);
   EXPECT_EQ(ll::decode_attention_version(), ll::kAutoDecodeAttention);
-  EXPECT_THROW(ll::set_decode_attention_version(5), std::invalid_argument);
+  ll::set_decode_attention_version(5);
+  EXPECT_EQ(ll::decode_attention_version(), ll::kDecodeAttentionV3);
+  EXPECT_THROW(ll::set_decode_attention_version(6), std::invalid_argument);
   ll::set_decode_attention_version(0);
   const char* env = std::getenv("LOCKSTEP_DECODE_ATTENTION");
   const std::string chosen = env == nullptr ? "" : env;
   const int want = chosen.empty() ? ll::kDefaultDecodeAttention : chosen == "v1"   ? 1
                    : chosen == "v2"   ? 2
                    : chosen == "auto" ? ll::kAutoDecodeAttention
+                   : chosen == "v3"   ? ll::kDecodeAttentionV3
                                       : 3;
   EXPECT_EQ(ll::decode_attention_version(), want) << "LOCKSTEP_DECODE_ATTENTION=" << chosen;
 }

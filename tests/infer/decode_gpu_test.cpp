@@ -101,8 +101,8 @@ TEST_P(DecodeGpu, EightSequencesTogetherEqualTheCpus) {
   }
 }
 
-// The cached attention's kernels (LOCKSTEP_DECODE_ATTENTION; docs/perf/DECODE_CUDA.md §12): v1 (a CTA a
-// (row, head)), v2 (scores, then fold) and v2pdl (the fold a programmatic dependent launch) each give the CPU's logits token by token and for 8 sequences
+// The cached attention's kernels (LOCKSTEP_DECODE_ATTENTION; docs/perf/DECODE_CUDA.md §12, §18): v1 (a CTA a
+// (row, head)), v2 (scores, then fold), v2pdl (the fold a programmatic dependent launch) and v3 (one launch) each give the CPU's logits token by token and for 8 sequences
 // together, and each pass ran the kernel chosen, never the other.
 TEST_P(DecodeGpu, BothCachedAttentionKernelsGiveTheCpusBits) {
   const auto& cfg = cpu_->config();
@@ -110,17 +110,21 @@ TEST_P(DecodeGpu, BothCachedAttentionKernelsGiveTheCpusBits) {
   const std::vector<float> want = prefill_all(*cpu_, t, 2);
   const Eight e = eight_sequences(cfg, 15);
   const auto want8 = batched(*cpu_, e.seqs, e.prompt, 2);
-  for (int version : {1, 2, 3}) {
+  for (int version : {1, 2, 3, cuda::launch::kDecodeAttentionV3}) {
     cuda::launch::set_decode_attention_version(version);
     cuda::trace::process_log().reset_launches();
     EXPECT_EQ(mt::differing_bits(token_by_token(*gpu_, t, 1), want), 0u) << "token by token, attention v" << version;
     const auto got8 = batched(*gpu_, e.seqs, e.prompt, 1);
     for (std::size_t s = 0; s < e.seqs.size(); ++s)
       EXPECT_EQ(mt::differing_bits(got8[s], want8[s]), 0u) << "sequence " << s << " batched, attention v" << version;
-    const long v1 = launches_of("cached_attention (decode"), v2 = launches_of("cached_attention v2 (decode, fold");
-    std::printf("%s: attention v%d: %ld v1 launches, %ld v2 folds\n", GetParam().name.c_str(), version, v1, v2);
-    EXPECT_GT(version == 1 ? v1 : v2, 0) << "the chosen cached attention (v" << version << ") never ran";
-    EXPECT_EQ(version == 1 ? v2 : v1, 0) << "the other cached attention ran under v" << version;
+    const long v1 = launches_of("cached_attention (decode"), v2 = launches_of("cached_attention v2 (decode, fold"),
+               v3 = launches_of("cached_attention v3 (decode, one launch");
+    std::printf("%s: attention version %d: %ld v1 launches, %ld v2 folds, %ld v3 launches\n",
+                GetParam().name.c_str(), version, v1, v2, v3);
+    const bool is_v3 = version == cuda::launch::kDecodeAttentionV3;
+    const long chosen = version == 1 ? v1 : is_v3 ? v3 : v2;
+    EXPECT_GT(chosen, 0) << "the chosen cached attention (version " << version << ") never ran";
+    EXPECT_EQ(v1 + v2 + v3 - chosen, 0) << "another cached attention ran under version " << version;
     EXPECT_EQ(launches_of("cached_attention v2 (decode, fold, PDL") > 0, version == 3)
         << "the fold as a programmatic dependent launch under version " << version;
   }

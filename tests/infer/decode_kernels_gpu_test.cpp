@@ -472,10 +472,10 @@ std::size_t attention_differences(bool print) {
   return total;
 }
 
-// v1 (decode.cu, a CTA per (row, head)), v2 (decode_attention_v2.cu: scores, then fold) and v2pdl (the
-// fold a programmatic dependent launch).
+// v1 (decode.cu, a CTA per (row, head)), v2 (decode_attention_v2.cu: scores, then fold), v2pdl (the
+// fold a programmatic dependent launch) and v3 (5: the scores computed by the fold's CTAs, one launch).
 TEST_F(DecodeKernelsGpu, CachedAttentionEqualsTheSpec) {
-  for (int version : {1, 2, 3}) {
+  for (int version : {1, 2, 3, launch::kDecodeAttentionV3}) {
     launch::set_decode_attention_version(version);
     EXPECT_EQ(attention_differences(true), 0u) << "cached attention v" << version;
     cuda::set_mutant(cuda::Mutant::attention_drop_scale);
@@ -487,21 +487,23 @@ TEST_F(DecodeKernelsGpu, CachedAttentionEqualsTheSpec) {
   launch::set_decode_attention_version(0);
 }
 
-// v2's own planted bugs (DecodeAttentionMutant): a block's maximum from the next block, the acc chains over
-// each block's keys descending.
+// v2's and v3's own planted bugs (DecodeAttentionMutant): a block's maximum from the next block, the acc chains
+// over each block's keys descending (the fold they share); v3's score chains over d descending.
 TEST_F(DecodeKernelsGpu, CachedAttentionV2PlantedBugsAreCaught) {
-  for (int version : {2, 3}) {
+  using M = launch::DecodeAttentionMutant;
+  for (int version : {2, 3, launch::kDecodeAttentionV3}) {
     launch::set_decode_attention_version(version);
-    for (const auto m : {launch::DecodeAttentionMutant::max_from_next_block,
-                         launch::DecodeAttentionMutant::acc_keys_reversed}) {
+    std::vector<M> mutants{M::max_from_next_block, M::acc_keys_reversed};
+    if (version == launch::kDecodeAttentionV3) mutants.push_back(M::score_d_descending);
+    for (const M m : mutants) {
       launch::set_decode_attention_mutant(m);
       const std::size_t planted = attention_differences(false);
-      launch::set_decode_attention_mutant(launch::DecodeAttentionMutant::none);
-      const char* what = m == launch::DecodeAttentionMutant::max_from_next_block
-                             ? "a block's maximum from the next block"
-                             : "the acc chains descending";
-      std::printf("planted: cached_attention %s, %s: %zu cells differ\n", version == 3 ? "v2pdl" : "v2", what,
-                  planted);
+      launch::set_decode_attention_mutant(M::none);
+      const char* what = m == M::max_from_next_block ? "a block's maximum from the next block"
+                         : m == M::acc_keys_reversed ? "the acc chains descending"
+                                                     : "the score chains over d descending";
+      std::printf("planted: cached_attention %s, %s: %zu cells differ\n",
+                  version == 3 ? "v2pdl" : version == 2 ? "v2" : "v3", what, planted);
       EXPECT_GT(planted, 0u) << "the attention comparison did not see " << what << " (version " << version << ")";
     }
     EXPECT_EQ(attention_differences(true), 0u) << "version " << version << " after its mutants were cleared";

@@ -18,7 +18,9 @@
 //
 // This is v1 (LOCKSTEP_DECODE_ATTENTION=v1); cached_attention launches v2
 // (decode_attention_v2.cu: the same chains spread over many CTAs, K and V
-// read once a kv head) unless v1 is chosen or the shape does not fit v2.
+// read once a kv head) or v3 (the same file: one launch) when chosen
+// (decode_launch.hpp: decode_attention_version, auto_decode_attention) and
+// the shape fits them.
 #include "lockstep/backend/cuda/decode_launch.hpp"
 #include "lockstep/backend/cuda/batched_copy.cuh"
 #include "lockstep/backend/cuda/device.hpp"
@@ -236,14 +238,15 @@ int decode_attention_version() {
     if (v == "v2") return 2;
     if (v == "v2pdl") return 3;
     if (v == "auto") return kAutoDecodeAttention;
-    throw std::invalid_argument("LOCKSTEP_DECODE_ATTENTION=" + v + ": expected v1, v2, v2pdl or auto");
+    if (v == "v3") return kDecodeAttentionV3;
+    throw std::invalid_argument("LOCKSTEP_DECODE_ATTENTION=" + v + ": expected v1, v2, v2pdl, auto or v3");
   }();
   return from_env;
 }
 
 void set_decode_attention_version(int version) {
-  if (version < 0 || version > kAutoDecodeAttention)
-    throw std::invalid_argument("set_decode_attention_version(" + std::to_string(version) + "): expected 0 to 4");
+  if (version < 0 || version > kDecodeAttentionV3)
+    throw std::invalid_argument("set_decode_attention_version(" + std::to_string(version) + "): expected 0 to 5");
   g_attention_version.store(version);
 }
 
@@ -262,7 +265,18 @@ void cached_attention(const CachedAttentionShape& s, const float* q, const float
       check(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
       return static_cast<std::size_t>(n);
     }();
-    version = s.rows * s.q_heads < sms ? 2 : 1;
+    version = auto_decode_attention(s.rows, s.q_heads, sms);
+  }
+  const DecodeAttentionMutant planted = g_attention_mutant.load();
+  if (version == kDecodeAttentionV3 && cached_attention_v3_fits(s)) {
+    CachedAttentionShape v3 = s;
+    if (mutant() == Mutant::attention_drop_scale) v3.scale = 1.0f;  // the attention mutant here too
+    CachedAttentionV2Options options;
+    options.max_from_next_block = planted == DecodeAttentionMutant::max_from_next_block;
+    options.acc_keys_reversed = planted == DecodeAttentionMutant::acc_keys_reversed;
+    options.score_d_descending = planted == DecodeAttentionMutant::score_d_descending;
+    cached_attention_v3(v3, q, k_cache, v_cache, slot, pos, o, options);
+    return;
   }
   if (version >= 2 && cached_attention_v2_fits(s)) {
     // The scores' scratch: this thread's (its stream's), grown to the largest
@@ -275,9 +289,8 @@ void cached_attention(const CachedAttentionShape& s, const float* q, const float
     if (mutant() == Mutant::attention_drop_scale) v2.scale = 1.0f;  // the attention mutant here too
     CachedAttentionV2Options options;
     options.pdl = version == 3;
-    const DecodeAttentionMutant m = g_attention_mutant.load();
-    options.max_from_next_block = m == DecodeAttentionMutant::max_from_next_block;
-    options.acc_keys_reversed = m == DecodeAttentionMutant::acc_keys_reversed;
+    options.max_from_next_block = planted == DecodeAttentionMutant::max_from_next_block;
+    options.acc_keys_reversed = planted == DecodeAttentionMutant::acc_keys_reversed;
     cached_attention_v2(v2, q, k_cache, v_cache, slot, pos, o, scores.data(), options);
     return;
   }
