@@ -157,7 +157,8 @@ __global__ void __launch_bounds__(256) strip_maxima_sums(const float* __restrict
   }
 }
 
-// Pass 2: block (strip of 32 columns, 512 rows). The chunks' summaries of the
+// Pass 2 ("v1", LOCKSTEP_COL_CODES unset or v1; v2 is col_quant_codes.cu's,
+// the same bits with the loads overlapped): block (strip of 32 columns, 512 rows). The chunks' summaries of the
 // strip, joined in row order from the fold's start (+0): warp w joins a
 // contiguous run of chunks, warp 0 the 8 runs. Then m = max2(fold, floor_x),
 // inv = 127 / m, step[j] = m / 127 (written by the blocks of the first rows),
@@ -234,6 +235,7 @@ std::size_t chunks_of(std::size_t rows, bool sums) {
 }
 
 int g_sums_forced = 0;
+int g_codes_forced = 0;
 
 }  // namespace
 
@@ -255,6 +257,25 @@ void col_quant_sums_kernel_force(int kernel) {
   if (kernel < 0 || kernel > 3)
     throw std::invalid_argument("col_quant_sums_kernel_force: no kernel " + std::to_string(kernel));
   g_sums_forced = kernel;
+}
+
+int col_quant_codes_kernel() {
+  if (g_codes_forced != 0) return g_codes_forced;
+  static const int from_env = [] {
+    const char* v = std::getenv("LOCKSTEP_COL_CODES");
+    if (v == nullptr || std::string(v).empty() || std::string(v) == "v1") return 1;
+    if (std::string(v) == "v2") return 2;
+    throw std::invalid_argument(std::string("LOCKSTEP_COL_CODES: '") + v +
+                                "' is not a steps-and-codes kernel (v1: sub-tiles one after another, v2: the next "
+                                "sub-tile's loads overlapped)");
+  }();
+  return from_env;
+}
+
+void col_quant_codes_kernel_force(int kernel) {
+  if (kernel < 0 || kernel > 2)
+    throw std::invalid_argument("col_quant_codes_kernel_force: no kernel " + std::to_string(kernel));
+  g_codes_forced = kernel;
 }
 
 std::size_t col_quantize_2p_scratch(std::size_t rows, std::size_t cols) {
@@ -288,6 +309,12 @@ void col_quantize_i8_2p(const float* x, std::size_t rows, std::size_t cols, floa
     trace::launched("col_quantize_i8 2-pass (chunk maxima)");
     chunk_maxima<<<dim3(strips, static_cast<unsigned>(chunks)), 256>>>(x, rows, cols, partial, has_nan);
     check_launch("col_quantize_i8 2-pass: chunk maxima");
+  }
+  // The v2 kernel's own planted bug (Mutant::col_quant_codes_stale_subtile) runs v2 whichever is selected:
+  // the mutant exists to be caught by the gates, and only v2 can carry it.
+  if (col_quant_codes_kernel() == 2 || planted == kColQuantCodesStaleSubTile) {
+    col_steps_codes_overlapped(x, rows, cols, chunks, partial, has_nan, floor_x, step, codes, planted);
+    return;
   }
   trace::launched("col_quantize_i8 2-pass (steps and codes, transposed)");
   codes_2p<<<dim3(strips, static_cast<unsigned>(code_blocks > 0 ? code_blocks : 1)), 256>>>(
