@@ -25,23 +25,13 @@
 #include <string>
 #include <vector>
 
-#include "cuda_host_emu.hpp"
-// col_quant_codes.cu's own includes first, so that the hook below renames only its calls.
-#include "lockstep/backend/cpu/units_quant.hpp"
-#include "lockstep/backend/cuda/col_fold.hpp"
-#include "lockstep/backend/cuda/col_quant_launch.hpp"
-#include "lockstep/backend/cuda/device.hpp"
-#include "lockstep/backend/cuda/ls_hooks.cuh"
-#include "lockstep/backend/cuda/trace_launch.hpp"
-#include "lockstep/num/fp.hpp"
+#include "col_quant_emu.hpp"  // the emulator and col_quant_codes.cu's own includes, before it
 
 #define check_launch(name) ((void)(name))
 #include "lockstep/backend/cuda/col_quant_codes.cu"  // (nvcc's #pragma unroll: -Wno-unknown-pragmas, CMakeLists)
 #undef check_launch
 
-namespace ll = lockstep::cuda::launch;
-namespace cf = lockstep::cuda::colfold;
-namespace ln = lockstep::num;
+using col_quant_emu::hex;
 
 namespace {
 
@@ -55,12 +45,6 @@ struct Shape {
 std::string name_of(const Shape& s) {
   return "rows " + std::to_string(s.rows) + " cols " + std::to_string(s.cols) + (s.specials ? " specials" : "") +
          (s.dy_floor ? " floor 2^-100" : "") + (s.code_offset ? " codes at +" + std::to_string(s.code_offset) : "");
-}
-
-std::string hex(float v) {
-  char b[48];
-  std::snprintf(b, sizeof b, "0x%08x (%a)", ln::bits_of(v), static_cast<double>(v));
-  return b;
 }
 
 constexpr std::uint32_t kSentinel = 0x7FC0DEADu;

@@ -16,7 +16,9 @@
 //   pass 2: each block joins the chunk summaries of its 32 columns in row order
 //     (m = max2(fold, floor), inv = 127 / m, step = m / 127), then quantizes
 //     512 of their rows, q = clamp(floor(x * inv + 0.5), -127, 127), and
-//     stores the codes transposed, codes[j * rows + n].
+//     stores the codes transposed, codes[j * rows + n] (two kernels of the
+//     same bits, col_quant_codes_kernel below: col_quant.cu's, and
+//     col_quant_codes.cu's with the next sub-tile's loads overlapped).
 #pragma once
 
 #include <cstddef>
