@@ -288,6 +288,8 @@ cuda_mutant("cuda-col-quant-sums-in-pairs", "col_quant_sums_in_pairs",
             "column quantizer's fused column sums add rows in pairs (reassociated)")
 cuda_mutant("cuda-col-quant-sums-tile-rows-swapped", "col_quant_sums_tile_rows_swapped",
             "tiled column sums: a tile's rows 64..127 added before rows 0..63 (reassociated)")
+cuda_mutant("cuda-col-quant-codes-stale-subtile", "col_quant_codes_stale_subtile",
+            "overlapped column codes (v2): a sub-tile quantized from the previous sub-tile's registers")
 cuda_mutant("cuda-lora-scale-add-fused", "lora_scale_add_fused", "LoRA glue: y + u·s as fma(u, s, y)")
 cuda_mutant("cuda-norm-quantize-stale-row", "norm_quantize_stale_row",
             "fused RMSNorm + row codes (decode): the codes of the staged x, not of y")

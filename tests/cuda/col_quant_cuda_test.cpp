@@ -2,7 +2,9 @@
 // pass and admit it; on ragged shapes and the GPT-2 124M shapes it gives the
 // three-pass kernel's bits and the CPU's (codes, steps; with the column sums,
 // launch::column_sums' and the CPU's), with either kernel of its pass 1 with
-// sums (the strip kernel, v1, and the tiled one, v2: col_quant_sums.cu);
+// sums (the strip kernel, v1, and the tiled one, v2: col_quant_sums.cu) and
+// either kernel of its pass 2 (v1, col_quant.cu's; v2, col_quant_codes.cu's,
+// the loads overlapped: LOCKSTEP_COL_CODES);
 // each planted bug (mutant.hpp) is caught by the gate cases, refuses the
 // kernel, and leaves the engine on the three-pass one, whose unit linear
 // still passes its op gates; and the time of each at the GPT-2 shapes
@@ -136,6 +138,37 @@ TEST(CudaColQuant, GateCasesPassUnderEitherSumsKernel) {
   lc::col_quantize_reset();
 }
 
+// The gates run the pass 2 selected (col_quantize_i8_2p dispatches on
+// col_quant_codes_kernel): they admit the two-pass kernel under either pass
+// 2 forced, and under v2 the last-chunk mutant (planted in both) is caught.
+TEST(CudaColQuant, GateCasesPassUnderEitherCodesKernel) {
+  if (std::string why; !lc::available(&why)) GTEST_SKIP() << why;
+  for (const int k : {1, 2}) {
+    lc::launch::col_quant_codes_kernel_force(k);
+    lc::col_quantize_reset();
+    for (const auto& o : lc::gate::run_gates(lc::gate::cases_of({"col_quant"}), {}))
+      EXPECT_EQ(o.difference, "") << "codes kernel v" << k << ": " << o.kernel << " on " << o.shape
+                                  << (o.poisoned ? " (dirty pass)" : "");
+    EXPECT_TRUE(lc::col_quantize_two_pass_admitted()) << "codes kernel v" << k << ": " << lc::col_quantize_report();
+    std::printf("codes kernel v%d forced: %s\n", k, lc::col_quantize_report().c_str());
+    {
+      ScopedMutant on(lc::Mutant::col_quant_last_chunk_dropped);
+      lc::col_quantize_reset();
+      std::size_t rejected = 0, total = 0;
+      for (const auto& o : lc::gate::run_gates(lc::gate::cases_of({"col_quant"}), {})) {
+        rejected += o.difference.empty() ? 0 : 1;
+        ++total;
+      }
+      EXPECT_GT(rejected, 0u) << "codes kernel v" << k << ": the last-chunk mutant not seen";
+      EXPECT_FALSE(lc::col_quantize_two_pass_admitted()) << "codes kernel v" << k;
+      std::printf("codes kernel v%d, mutant '%s': %zu of %zu outcomes rejected\n", k,
+                  std::string(lc::mutant_name(lc::Mutant::col_quant_last_chunk_dropped)).c_str(), rejected, total);
+    }
+  }
+  lc::launch::col_quant_codes_kernel_force(0);
+  lc::col_quantize_reset();
+}
+
 // Ragged shapes (every block and chunk edge of both kernels), the floors of x
 // and dy, with and without specials and sums; and the GPT-2 124M shapes of the
 // unit backward (dy [16384, 768 | 2304 | 3072], x [16384, 768 | 3072],
@@ -158,13 +191,18 @@ TEST(CudaColQuant, TwoPassGivesTheThreePassAndTheCpuBits) {
         const std::string where = "rows " + std::to_string(s.rows) + " cols " + std::to_string(s.cols) +
                                   (specials ? " specials" : "") + (sums ? " sums" : "");
         EXPECT_EQ(differ(cpu, three), "") << "three-pass vs cpu, " << where;
-        for (const int k : {1, 2, 3}) {  // pass 1 with sums: the strip kernel, the tiled ones (8, 32 columns)
-          lc::launch::col_quant_sums_kernel_force(k);
-          const Result two = run(Kernel::two_pass, x, s, floor_x, sums);
-          EXPECT_EQ(differ(cpu, two), "") << "two-pass (sums kernel v" << k << ") vs cpu, " << where;
-          if (!sums) break;  // the sums kernel is not launched
+        for (const int codes : {1, 2}) {  // pass 2: sub-tiles in turn, the loads overlapped
+          lc::launch::col_quant_codes_kernel_force(codes);
+          for (const int k : {1, 2, 3}) {  // pass 1 with sums: the strip kernel, the tiled ones (8, 32 columns)
+            lc::launch::col_quant_sums_kernel_force(k);
+            const Result two = run(Kernel::two_pass, x, s, floor_x, sums);
+            EXPECT_EQ(differ(cpu, two), "") << "two-pass (sums kernel v" << k << ", codes kernel v" << codes
+                                            << ") vs cpu, " << where;
+            if (!sums) break;  // the sums kernel is not launched
+          }
         }
         lc::launch::col_quant_sums_kernel_force(0);
+        lc::launch::col_quant_codes_kernel_force(0);
       }
 }
 
@@ -180,6 +218,8 @@ TEST(CudaColQuant, EachMutantIsCaughtAndTheThreePassKernelServes) {
   std::vector<lc::Mutant> mutants = {lc::Mutant::col_quant_last_chunk_dropped, lc::Mutant::col_quant_sums_in_pairs};
   // The tiled sums kernel's own bug: planted only where that kernel runs (LOCKSTEP_COL_SUMS unset, v2 or v3).
   if (lc::launch::col_quant_sums_kernel() >= 2) mutants.push_back(lc::Mutant::col_quant_sums_tile_rows_swapped);
+  // The overlapped pass 2's own bug: planting it runs that kernel whatever LOCKSTEP_COL_CODES says.
+  mutants.push_back(lc::Mutant::col_quant_codes_stale_subtile);
   for (const lc::Mutant m : mutants) {
     ScopedMutant on(m);
     lc::col_quantize_reset();
@@ -219,7 +259,8 @@ TEST(CudaColQuant, UnitLinearGatesPassUnderEitherKernel) {
 }
 
 // Time per call at the GPT-2 124M shapes, both kernels (with the column sums:
-// the three-pass kernel plus launch::column_sums). Printed, not asserted.
+// the three-pass kernel plus launch::column_sums), the two-pass one with
+// either pass 2 (codes v1, v2) and v2's pass 2 alone. Printed, not asserted.
 TEST(CudaColQuant, TimeAtGpt2Shapes) {
   if (std::string why; !lc::available(&why)) GTEST_SKIP() << why;
   for (const Shape& s : std::vector<Shape>{{16384, 768}, {16384, 2304}, {16384, 3072}, {2304, 768}, {16384, 50304}})
@@ -228,18 +269,26 @@ TEST(CudaColQuant, TimeAtGpt2Shapes) {
       lc::DeviceBuffer<float> dx(s.rows * s.cols), step(s.cols), dsums(s.cols), scratch(lc::col_quantize_scratch(s.rows, s.cols));
       lc::fill_words(dx.data(), 0x3F8CCCCDu, dx.size());
       lc::DeviceBuffer<std::int8_t> q(s.rows * s.cols);
-      // three-pass; two-pass (with sums: the tiled pass 1, 8 columns a block); with sums: two-pass with the strip
-      // pass 1 (v1) and with the 32-column tiled one (v3), and the tiled pass 1 alone, 8 and 32 columns a block
-      // (against the ~33 µs chain floor).
-      double ms[6] = {0, 0, 0, 0, 0, 0};
-      for (int k = 0; k < (sums ? 6 : 2); ++k) {
+      // pass 2's input as the two-pass call leaves it: 512-row chunks, or one summary a column with sums
+      const std::size_t chunks = sums ? 1 : (s.rows + 511) / 512;
+      const auto* flags = reinterpret_cast<const std::uint32_t*>(scratch.data() + chunks * s.cols);
+      // 0 three-pass; 1 two-pass (codes v1; with sums: the tiled pass 1, 8 columns a block); 2 the same with
+      // codes v2; 3 v2's pass 2 alone; with sums: 4, 5 two-pass (codes v1) with the strip pass 1 (v1) and the
+      // 32-column tiled one (v3); 6, 7 the tiled pass 1 alone, 8 and 32 columns a block (against the ~33 µs
+      // chain floor).
+      double ms[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      for (int k = 0; k < (sums ? 8 : 4); ++k) {
         const auto call = [&] {
-          if (k >= 4) {
+          if (k >= 6) {
             lc::launch::col_maxima_sums_tiled(dx.data(), s.rows, s.cols, scratch.data(),
                                               reinterpret_cast<std::uint32_t*>(scratch.data() + s.cols), dsums.data(),
-                                              lc::launch::kColQuantClean, k == 4 ? 8 : 32);
+                                              lc::launch::kColQuantClean, k == 6 ? 8 : 32);
+          } else if (k == 3) {
+            lc::launch::col_steps_codes_overlapped(dx.data(), s.rows, s.cols, chunks, scratch.data(), flags, 1e-8f,
+                                                   step.data(), q.data());
           } else if (k >= 1) {
-            lc::launch::col_quant_sums_kernel_force(k == 1 ? 2 : k == 2 ? 1 : 3);
+            lc::launch::col_quant_sums_kernel_force(k == 4 ? 1 : k == 5 ? 3 : 2);
+            lc::launch::col_quant_codes_kernel_force(k == 2 ? 2 : 1);
             lc::launch::col_quantize_i8_2p(dx.data(), s.rows, s.cols, 1e-8f, q.data(), step.data(), scratch.data(),
                                            sums ? dsums.data() : nullptr);
           } else {
@@ -247,6 +296,11 @@ TEST(CudaColQuant, TimeAtGpt2Shapes) {
             if (sums) lc::launch::column_sums(dx.data(), s.rows, s.cols, dsums.data());
           }
         };
+        if (k == 3) {  // the summaries pass 2 reads: the two-pass call's pass 1 leaves them in scratch
+          lc::launch::col_quant_codes_kernel_force(2);
+          lc::launch::col_quantize_i8_2p(dx.data(), s.rows, s.cols, 1e-8f, q.data(), step.data(), scratch.data(),
+                                         sums ? dsums.data() : nullptr);
+        }
         call();
         lc::synchronize();
         constexpr int kReps = 20;
@@ -256,17 +310,22 @@ TEST(CudaColQuant, TimeAtGpt2Shapes) {
         ms[k] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / kReps;
       }
       lc::launch::col_quant_sums_kernel_force(0);
+      lc::launch::col_quant_codes_kernel_force(0);
       const double bytes = 9.0 * static_cast<double>(s.rows * s.cols);  // two reads of x, one write of codes
+      const double codes_bytes = 5.0 * static_cast<double>(s.rows * s.cols);  // pass 2: x once, the codes
       std::printf("col quantize %zu x %zu%s: three-pass %.3f ms, two-pass %.3f ms (%.2f TB/s of 9 B/cell; floor at "
-                  "4.1 TB/s %.3f ms)",
+                  "4.1 TB/s %.3f ms); two-pass with codes v2 %.3f ms (%.2f TB/s); v2's steps and codes alone "
+                  "%.1f us (%.2f TB/s of 5 B/cell; floor at 4.1 TB/s %.1f us)",
                   s.rows, s.cols, sums ? " + column sums" : "", ms[0], ms[1], bytes / (ms[1] * 1e-3) * 1e-12,
-                  bytes / 4.1e12 * 1e3);
+                  bytes / 4.1e12 * 1e3, ms[2], bytes / (ms[2] * 1e-3) * 1e-12, ms[3] * 1e3,
+                  codes_bytes / (ms[3] * 1e-3) * 1e-12, codes_bytes / 4.1e12 * 1e6);
       if (sums)
         std::printf("; two-pass with v1 (strip) %.3f ms, with v3 (tiled, 32 columns) %.3f ms; the tiled pass 1 alone: "
                     "8 columns %.1f us, 32 columns %.1f us",
-                    ms[2], ms[3], ms[4] * 1e3, ms[5] * 1e3);
+                    ms[4], ms[5], ms[6] * 1e3, ms[7] * 1e3);
       std::printf("\n");
       EXPECT_GT(ms[1], 0.0);
+      EXPECT_GT(ms[2], 0.0);
     }
 }
 

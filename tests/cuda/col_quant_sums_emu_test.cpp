@@ -22,24 +22,13 @@
 #include <string>
 #include <vector>
 
-#include "cuda_host_emu.hpp"
-// col_quant_sums.cu's own includes first, so that the hook below renames only its calls.
-#include "lockstep/backend/cpu/units_quant.hpp"
-#include "lockstep/backend/cuda/col_fold.hpp"
-#include "lockstep/backend/cuda/col_quant_launch.hpp"
-#include "lockstep/backend/cuda/cp_async.cuh"
-#include "lockstep/backend/cuda/device.hpp"
-#include "lockstep/backend/cuda/ls_hooks.cuh"
-#include "lockstep/backend/cuda/trace_launch.hpp"
-#include "lockstep/num/fp.hpp"
+#include "col_quant_emu.hpp"  // the emulator and col_quant_sums.cu's own includes, before it
 
 #define check_launch(name) ((void)(name))
 #include "lockstep/backend/cuda/col_quant_sums.cu"  // (nvcc's #pragma unroll: -Wno-unknown-pragmas, CMakeLists)
 #undef check_launch
 
-namespace ll = lockstep::cuda::launch;
-namespace cf = lockstep::cuda::colfold;
-namespace ln = lockstep::num;
+using col_quant_emu::hex;
 
 namespace {
 
@@ -52,12 +41,6 @@ struct Shape {
 std::string name_of(const Shape& s) {
   return "rows " + std::to_string(s.rows) + " cols " + std::to_string(s.cols) +
          (s.x_offset ? " x off by " + std::to_string(s.x_offset) : "") + (s.specials ? " specials" : "");
-}
-
-std::string hex(float v) {
-  char b[48];
-  std::snprintf(b, sizeof b, "0x%08x (%a)", ln::bits_of(v), static_cast<double>(v));
-  return b;
 }
 
 constexpr std::uint32_t kSentinel = 0x7FC0DEADu;

@@ -45,6 +45,7 @@ const std::vector<Mutant>& all_mutants() {
       Mutant::int8_imma_last_column_skipped, Mutant::unit_attention_weights_round_down,
       Mutant::rmsnorm_rows_blocked_lanes, Mutant::row_quantize_first_warp_max,
       Mutant::col_quant_last_chunk_dropped, Mutant::col_quant_sums_in_pairs, Mutant::col_quant_sums_tile_rows_swapped,
+      Mutant::col_quant_codes_stale_subtile,
       Mutant::lora_scale_add_fused,       Mutant::norm_quantize_stale_row,
   };
   return m;
@@ -400,6 +401,8 @@ INSTANTIATE_TEST_SUITE_P(AllMutants, CudaGateMutant, ::testing::ValuesIn(all_mut
                              case Mutant::col_quant_sums_in_pairs: return std::string("col_quant_sums_in_pairs");
                              case Mutant::col_quant_sums_tile_rows_swapped:
                                return std::string("col_quant_sums_tile_rows_swapped");
+                             case Mutant::col_quant_codes_stale_subtile:
+                               return std::string("col_quant_codes_stale_subtile");
                              case Mutant::lora_scale_add_fused: return std::string("lora_scale_add_fused");
                              case Mutant::norm_quantize_stale_row: return std::string("norm_quantize_stale_row");
                            }

@@ -31,7 +31,8 @@ inline std::vector<cuda::gate::Case> family_cases(cuda::Mutant m) {
     case cuda::Mutant::row_quantize_first_warp_max: return cuda::gate::cases_of({"row_quantize_i8", "int8_linear"});
     case cuda::Mutant::col_quant_last_chunk_dropped:
     case cuda::Mutant::col_quant_sums_in_pairs:
-    case cuda::Mutant::col_quant_sums_tile_rows_swapped: return cuda::gate::cases_of({"col_quant"});
+    case cuda::Mutant::col_quant_sums_tile_rows_swapped:
+    case cuda::Mutant::col_quant_codes_stale_subtile: return cuda::gate::cases_of({"col_quant"});
     case cuda::Mutant::lora_scale_add_fused: return cuda::gate::cases_of({"lora"});
     case cuda::Mutant::norm_quantize_stale_row: return cuda::gate::cases_of({"rmsnorm_quantize_i8"});
     case cuda::Mutant::none: return cuda::gate::all_cases();

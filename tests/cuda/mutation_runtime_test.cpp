@@ -69,6 +69,7 @@ const std::vector<Entry>& entries() {
       {"cuda-col-quant-last-chunk-dropped", Mutant::col_quant_last_chunk_dropped, Family::col_quant},
       {"cuda-col-quant-sums-in-pairs", Mutant::col_quant_sums_in_pairs, Family::col_quant},
       {"cuda-col-quant-sums-tile-rows-swapped", Mutant::col_quant_sums_tile_rows_swapped, Family::col_quant},
+      {"cuda-col-quant-codes-stale-subtile", Mutant::col_quant_codes_stale_subtile, Family::col_quant},
       {"cuda-lora-scale-add-fused", Mutant::lora_scale_add_fused, Family::lora},
       {"cuda-norm-quantize-stale-row", Mutant::norm_quantize_stale_row, Family::norm_quantize},
   };

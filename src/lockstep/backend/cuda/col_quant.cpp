@@ -38,6 +38,7 @@ int col_quantize_planted() {
     case Mutant::col_quant_last_chunk_dropped: return launch::kColQuantLastChunkDropped;
     case Mutant::col_quant_sums_in_pairs: return launch::kColQuantSumsInPairs;
     case Mutant::col_quant_sums_tile_rows_swapped: return launch::kColQuantSumsTileRowsSwapped;
+    case Mutant::col_quant_codes_stale_subtile: return launch::kColQuantCodesStaleSubTile;
     default: return launch::kColQuantClean;
   }
 }
@@ -71,8 +72,10 @@ std::string col_quantize_report() {
   std::lock_guard<std::recursive_mutex> lock(g_mu);
   if (ok) {
     static const char* const sums[] = {"", "strip (v1)", "tiled, 8 columns a block (v2)", "tiled, 32 columns a block (v3)"};
-    return fmt::format("column quantizer (CUDA): two-pass kernel ({} gate outcomes exact; pass 1 with sums: {})",
-                       g_record.passed, sums[launch::col_quant_sums_kernel()]);
+    static const char* const codes[] = {"", "sub-tiles in turn (v1)", "loads overlapped (v2)"};
+    return fmt::format(
+        "column quantizer (CUDA): two-pass kernel ({} gate outcomes exact; pass 1 with sums: {}; steps and codes: {})",
+        g_record.passed, sums[launch::col_quant_sums_kernel()], codes[launch::col_quant_codes_kernel()]);
   }
   return fmt::format("column quantizer (CUDA): three-pass kernel; the two-pass one refused ({})",
                      g_record.first_failure.empty() ? std::string("no gate case ran") : g_record.first_failure);

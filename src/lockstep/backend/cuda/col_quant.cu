@@ -157,7 +157,8 @@ __global__ void __launch_bounds__(256) strip_maxima_sums(const float* __restrict
   }
 }
 
-// Pass 2: block (strip of 32 columns, 512 rows). The chunks' summaries of the
+// Pass 2 ("v1", LOCKSTEP_COL_CODES unset or v1; v2 is col_quant_codes.cu's,
+// the same bits with the loads overlapped): block (strip of 32 columns, 512 rows). The chunks' summaries of the
 // strip, joined in row order from the fold's start (+0): warp w joins a
 // contiguous run of chunks, warp 0 the 8 runs. Then m = max2(fold, floor_x),
 // inv = 127 / m, step[j] = m / 127 (written by the blocks of the first rows),
@@ -234,28 +235,45 @@ std::size_t chunks_of(std::size_t rows, bool sums) {
 }
 
 int g_sums_forced = 0;
+int g_codes_forced = 0;
+
+// The kernel the environment variable `var` names, "v1" .. "v<count>" -> 1 ..
+// count (unset or empty: `fallback`); anything else is refused, naming `var`.
+int kernel_from_env(const char* var, int count, int fallback, const char* what) {
+  const char* v = std::getenv(var);
+  if (v == nullptr || *v == '\0') return fallback;
+  for (int k = 1; k <= count && k <= 9; ++k)
+    if (v[0] == 'v' && v[1] == static_cast<char>('0' + k) && v[2] == '\0') return k;
+  throw std::invalid_argument(std::string(var) + ": '" + v + "' is not " + what);
+}
+
+void force_kernel(int& slot, int kernel, int count, const char* who) {
+  if (kernel < 0 || kernel > count)
+    throw std::invalid_argument(std::string(who) + ": no kernel " + std::to_string(kernel));
+  slot = kernel;
+}
 
 }  // namespace
 
 int col_quant_sums_kernel() {
   if (g_sums_forced != 0) return g_sums_forced;
-  static const int from_env = [] {
-    const char* v = std::getenv("LOCKSTEP_COL_SUMS");
-    if (v == nullptr || std::string(v).empty() || std::string(v) == "v2") return 2;
-    if (std::string(v) == "v1") return 1;
-    if (std::string(v) == "v3") return 3;
-    throw std::invalid_argument(std::string("LOCKSTEP_COL_SUMS: '") + v +
-                                "' is not a column-sums kernel (v1: the strip kernel, v2: tiled, 8 columns a block, "
-                                "v3: tiled, 32 columns a block)");
-  }();
+  static const int from_env = kernel_from_env("LOCKSTEP_COL_SUMS", 3, 2,
+                                              "a column-sums kernel (v1: the strip kernel, v2: tiled, 8 columns a "
+                                              "block, v3: tiled, 32 columns a block)");
   return from_env;
 }
 
-void col_quant_sums_kernel_force(int kernel) {
-  if (kernel < 0 || kernel > 3)
-    throw std::invalid_argument("col_quant_sums_kernel_force: no kernel " + std::to_string(kernel));
-  g_sums_forced = kernel;
+void col_quant_sums_kernel_force(int kernel) { force_kernel(g_sums_forced, kernel, 3, "col_quant_sums_kernel_force"); }
+
+int col_quant_codes_kernel() {
+  if (g_codes_forced != 0) return g_codes_forced;
+  static const int from_env = kernel_from_env("LOCKSTEP_COL_CODES", 2, 1,
+                                              "a steps-and-codes kernel (v1: sub-tiles one after another, v2: the "
+                                              "next sub-tile's loads overlapped)");
+  return from_env;
 }
+
+void col_quant_codes_kernel_force(int kernel) { force_kernel(g_codes_forced, kernel, 2, "col_quant_codes_kernel_force"); }
 
 std::size_t col_quantize_2p_scratch(std::size_t rows, std::size_t cols) {
   const std::size_t chunks = chunks_of(rows, false);
@@ -288,6 +306,12 @@ void col_quantize_i8_2p(const float* x, std::size_t rows, std::size_t cols, floa
     trace::launched("col_quantize_i8 2-pass (chunk maxima)");
     chunk_maxima<<<dim3(strips, static_cast<unsigned>(chunks)), 256>>>(x, rows, cols, partial, has_nan);
     check_launch("col_quantize_i8 2-pass: chunk maxima");
+  }
+  // The v2 kernel's own planted bug (Mutant::col_quant_codes_stale_subtile) runs v2 whichever is selected:
+  // the mutant exists to be caught by the gates, and only v2 can carry it.
+  if (col_quant_codes_kernel() == 2 || planted == kColQuantCodesStaleSubTile) {
+    col_steps_codes_overlapped(x, rows, cols, chunks, partial, has_nan, floor_x, step, codes, planted);
+    return;
   }
   trace::launched("col_quantize_i8 2-pass (steps and codes, transposed)");
   codes_2p<<<dim3(strips, static_cast<unsigned>(code_blocks > 0 ? code_blocks : 1)), 256>>>(

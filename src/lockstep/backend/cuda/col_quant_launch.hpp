@@ -16,7 +16,9 @@
 //   pass 2: each block joins the chunk summaries of its 32 columns in row order
 //     (m = max2(fold, floor), inv = 127 / m, step = m / 127), then quantizes
 //     512 of their rows, q = clamp(floor(x * inv + 0.5), -127, 127), and
-//     stores the codes transposed, codes[j * rows + n].
+//     stores the codes transposed, codes[j * rows + n] (two kernels of the
+//     same bits, col_quant_codes_kernel below: col_quant.cu's, and
+//     col_quant_codes.cu's with the next sub-tile's loads overlapped).
 #pragma once
 
 #include <cstddef>
@@ -30,9 +32,14 @@ namespace lockstep::cuda::launch {
 // reassociation only bits can see (both sums kernels); the tiled sums kernel
 // adds a full tile's rows 64..127 before its rows 0..63 (a reassociation);
 // the tiled kernel leaves out a partial last tile of rows (sums and maxima;
-// planted by the host emulator test only, no runtime mutant).
+// planted by the host emulator test only, no runtime mutant); the overlapped
+// pass 2 (v2) quantizes a sub-tile from the previous sub-tile's registers, or
+// keeps one code tile for two so a sub-tile's codes overwrite the tile its
+// predecessor's store still reads (both: the host emulator test only). The
+// last-chunk bug is planted in both pass 2 kernels.
 inline constexpr int kColQuantClean = 0, kColQuantLastChunkDropped = 1, kColQuantSumsInPairs = 2,
-                     kColQuantSumsTileRowsSwapped = 3, kColQuantSumsLastTileDropped = 4;
+                     kColQuantSumsTileRowsSwapped = 3, kColQuantSumsLastTileDropped = 4,
+                     kColQuantCodesStaleSubTile = 5, kColQuantCodesOneTile = 6;
 
 // Which kernel runs pass 1 where the column sums are asked (the bias
 // gradient), by LOCKSTEP_COL_SUMS (read once; anything else is refused with
@@ -44,6 +51,22 @@ inline constexpr int kColQuantClean = 0, kColQuantLastChunkDropped = 1, kColQuan
 // or 3; 0: the environment's choice again).
 int col_quant_sums_kernel();
 void col_quant_sums_kernel_force(int kernel);
+
+// Which kernel runs pass 2 (the steps and codes), by LOCKSTEP_COL_CODES (read
+// once; anything else is refused with an error naming the variable): v1,
+// col_quant.cu's codes_2p (the default until the device has timed both); v2,
+// col_quant_codes.cu's, the next sub-tile's loads in flight while one is
+// quantized and stored. Both give the same bits; the gate cases
+// (gate_col_quant.cpp) run through col_quantize_i8_2p, so they gate the one
+// selected. Tests may force one (1 or 2; 0: the environment's choice again).
+int col_quant_codes_kernel();
+void col_quant_codes_kernel_force(int kernel);
+
+// Pass 2 alone, the v2 kernel: the steps and codes of x [rows, cols] from
+// pass 1's `chunks` summaries a column (partial[c * cols + j], has_nan[...]).
+void col_steps_codes_overlapped(const float* x, std::size_t rows, std::size_t cols, std::size_t chunks,
+                                const float* partial, const std::uint32_t* has_nan, float floor_x, float* step,
+                                std::int8_t* codes, int planted = kColQuantClean);
 
 // The tiled pass 1 with sums: one summary per column (chunk count 1,
 // partial[j], has_nan[j]) and sums[j], the same bits as the strip kernel;

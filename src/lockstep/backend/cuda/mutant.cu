@@ -31,6 +31,8 @@ std::string_view mutant_name(Mutant m) {
     case Mutant::col_quant_sums_in_pairs: return "column quantizer 2-pass: column sums added in pairs (reassociated)";
     case Mutant::col_quant_sums_tile_rows_swapped:
       return "column quantizer 2-pass, tiled sums: a tile's rows 64..127 added before rows 0..63";
+    case Mutant::col_quant_codes_stale_subtile:
+      return "column quantizer 2-pass, overlapped codes (v2): a sub-tile quantized from the previous one's registers";
     case Mutant::lora_scale_add_fused: return "lora: y + u*s as fma(u, s, y)";
     case Mutant::norm_quantize_stale_row: return "rmsnorm + row codes (fused): the codes of the staged x, not of y";
   }

@@ -30,6 +30,7 @@ enum class Mutant {
   col_quant_last_chunk_dropped,  // the two-pass column quantizer joins every chunk of rows but the last (col_quant.cu)
   col_quant_sums_in_pairs,       // its fused column sums add rows in pairs, (x0 + x1) + ...: reassociated (col_quant.cu)
   col_quant_sums_tile_rows_swapped,  // the tiled sums kernel adds a tile's rows 64..127 before 0..63 (col_quant_sums.cu)
+  col_quant_codes_stale_subtile,  // the overlapped steps and codes (v2) quantize a sub-tile from the previous one's registers (col_quant_codes.cu)
   lora_scale_add_fused,        // LoRA's y + u·s as fma(u, s, y): one rounding where the spec has two (lora.cu)
   norm_quantize_stale_row,     // the fused RMSNorm + int8 codes: y not written back over the staged row, so the codes are x's (norm.cu)
 };
