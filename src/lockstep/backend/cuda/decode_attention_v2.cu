@@ -116,6 +116,7 @@ __device__ __forceinline__ void wait_for_scores() {
 __global__ void __launch_bounds__(kScoreThreads) attention_scores_kernel(const V2AttnArgs a) {
   LS_SMEM(sm);
   let_dependents_start();
+  wait_for_scores();  // PDL (pdl_device.cuh; LOCKSTEP_DECODE_PDL): q, the caches, pos and s after the wait
   const int Dh = a.Dh, rep = a.rep, tid = static_cast<int>(threadIdx.x);
   const int j0 = static_cast<int>(blockIdx.x) * kScoreKeys, g = static_cast<int>(blockIdx.y),
             r = static_cast<int>(blockIdx.z);
@@ -170,6 +171,8 @@ __global__ void __launch_bounds__(kMaxRep * 32) attention_fold_kernel(const V2At
   const int tid = static_cast<int>(threadIdx.x), w = tid >> 5, lane = tid & 31;
   const int d0 = static_cast<int>(blockIdx.x) * kSlice, g = static_cast<int>(blockIdx.y),
             r = static_cast<int>(blockIdx.z);
+  let_dependents_start();                     // PDL: the next kernel may launch now;
+  if (a.plant.wait_first) wait_for_scores();  // LOCKSTEP_DECODE_PDL: the V copies after rope_store's completion
   const int h = g * rep + w;  // this warp's query head
   const int n = a.pos[r] + 1, nblk = (n + KB - 1) / KB;
   const i64 ctx = a.ctx;
@@ -313,7 +316,7 @@ void cached_attention_v2(const CachedAttentionShape& s, const float* q, const fl
   const bool pdl = options.pdl;
   // Traced so that the launch trace and the step profile see both.
   trace::launched(planted ? "cached_attention v2 (decode, scores, mutant)" : "cached_attention v2 (decode, scores)");
-  LS_LAUNCH(attention_scores_kernel, sgrid, dim3(kScoreThreads), sbytes, a);
+  LS_LAUNCH_PDL(attention_scores_kernel, sgrid, dim3(kScoreThreads), sbytes, a);  // PDL under LOCKSTEP_DECODE_PDL=1
   check_launch("cached attention v2 (scores)");
   trace::launched(planted ? (pdl ? "cached_attention v2 (decode, fold, PDL, mutant)" : "cached_attention v2 (decode, fold, mutant)")
                           : (pdl ? "cached_attention v2 (decode, fold, PDL)" : "cached_attention v2 (decode, fold)"));
@@ -321,7 +324,7 @@ void cached_attention_v2(const CachedAttentionShape& s, const float* q, const fl
   LS_LAUNCH(attention_fold_kernel, fgrid, fthreads, fbytes, a);
 #else
   if (!pdl) {
-    LS_LAUNCH(attention_fold_kernel, fgrid, fthreads, fbytes, a);
+    LS_LAUNCH_PDL(attention_fold_kernel, fgrid, fthreads, fbytes, a);  // programmatic under LOCKSTEP_DECODE_PDL=1
   } else if (detail::launch_programmatic(attention_fold_kernel, fgrid, fthreads, static_cast<std::size_t>(fbytes), a) !=
              cudaSuccess) {
     check_launch("cached attention v2 (fold, PDL)");

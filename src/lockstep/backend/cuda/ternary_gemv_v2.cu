@@ -47,6 +47,7 @@
 #if !defined(LS_HOST_EMULATOR)
 #include "lockstep/backend/cuda/pdl_launch.cuh"
 #endif
+#include "lockstep/backend/cuda/pdl_device.cuh"
 #include "lockstep/backend/cuda/ternary_epilogue.cuh"
 #include "lockstep/backend/cuda/ternary_word.hpp"
 #include "lockstep/backend/cuda/trace_launch.hpp"
@@ -132,6 +133,7 @@ __device__ __forceinline__ void unit_dots(const uint4 (&c)[R], const std::int8_t
 template <int NB, int Pre>
 __global__ void __launch_bounds__(kV2Threads) ternary_gemv_v2_kernel(const V2Args a) {
   constexpr int R = rows_a_warp(NB);
+  pdl::pdl_trigger();  // PDL (pdl_device.cuh; v2pdl, LOCKSTEP_DECODE_PDL): the next kernel may launch now
   LS_SMEM(smem_floats);
   std::int8_t* xs = reinterpret_cast<std::int8_t*>(smem_floats);  // [NB][Kp], zero past K
   const int K = a.K, U = a.U, Kp = U * 64, N = a.N;
@@ -248,7 +250,7 @@ void launch_v2_as(const V2Args& a, unsigned blocks, bool pdl) {
     attribute_set = true;
   }
   if (!pdl) {
-    LS_LAUNCH(kernel, dim3(blocks), dim3(kV2Threads), bytes, a);
+    LS_LAUNCH_PDL(kernel, dim3(blocks), dim3(kV2Threads), bytes, a);  // programmatic under LOCKSTEP_DECODE_PDL=1
   } else if (detail::launch_programmatic(kernel, dim3(blocks), dim3(kV2Threads), static_cast<std::size_t>(bytes), a) !=
              cudaSuccess) {
     check_launch("ternary_gemv v2 (PDL)");
