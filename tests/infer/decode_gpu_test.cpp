@@ -272,8 +272,9 @@ TEST_P(DecodeGpu, EveryDecodeKernelAProgrammaticLaunchChangesNoBit) {
       std::printf("%s: %s: token by token %ld programmatic launches of %ld traced\n", GetParam().name.c_str(),
                   what.c_str(), programmatic, traced);
       EXPECT_GT(programmatic, 0) << "no programmatic launch, " << what;
-      if (cfg.family == model::Family::Bitnet)
+      if (cfg.family == model::Family::Bitnet) {
         EXPECT_GT(2 * programmatic, traced) << "most of a BitNet pass's launches programmatic, " << what;
+      }
     }
   cuda::set_decode_pdl(0);
   cuda::reset_programmatic_launches();

@@ -234,7 +234,9 @@ TEST_P(DecodeGraphsGpu, ProgrammaticLaunchesReplayTheCpusBits) {
     EXPECT_EQ(differing_passes(eager, want), 0u) << name << ": PDL, launched GPU passes vs the CPU";
     EXPECT_EQ(differing_passes(graphs, want), 0u) << name << ": PDL, graph replays vs the CPU";
     EXPECT_GT(programmatic, 0) << name << ": no programmatic launch";
-    if (!has_learned_positions(cfg)) EXPECT_GT(edges, 0u) << name << ": no programmatic edge in the captured graphs";
+    if (!has_learned_positions(cfg)) {
+      EXPECT_GT(edges, 0u) << name << ": no programmatic edge in the captured graphs";
+    }
     EXPECT_EQ(bad, 0u) << name << ": a programmatic edge from a node that is not a kernel";
   }
   if (cfg.family != model::Family::Bitnet) return;

@@ -56,6 +56,7 @@
 #if !defined(LS_HOST_EMULATOR)
 #include "lockstep/backend/cuda/pdl_launch.cuh"
 #endif
+#include "lockstep/backend/cuda/pdl_device.cuh"
 #include "lockstep/backend/cuda/trace_launch.hpp"
 #include "lockstep/num/elementary.hpp"
 #include "lockstep/num/fp.hpp"
@@ -102,16 +103,8 @@ __device__ __forceinline__ float v2_score(const float* qs, const float* ks, int 
 // issue their V copies, which read only what the kernels before the scores
 // wrote), and the fold waits for the scores kernel's completion (its writes
 // visible) before it reads a score. Without a programmatic launch both return at once.
-__device__ __forceinline__ void let_dependents_start() {
-#if !defined(LS_HOST_EMULATOR)
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void wait_for_scores() {
-#if !defined(LS_HOST_EMULATOR)
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
-}
+__device__ __forceinline__ void let_dependents_start() { pdl::pdl_trigger(); }  // pdl_device.cuh
+__device__ __forceinline__ void wait_for_scores() { pdl::pdl_wait(); }
 
 __global__ void __launch_bounds__(kScoreThreads) attention_scores_kernel(const V2AttnArgs a) {
   LS_SMEM(sm);

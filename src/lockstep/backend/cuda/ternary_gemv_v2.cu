@@ -104,11 +104,7 @@ __device__ __forceinline__ std::uint32_t word_of(const uint4& c, int q) {
 
 // Waits for the kernel before this one (its writes visible) when launched as a
 // programmatic dependent launch; returns at once otherwise.
-__device__ __forceinline__ void wait_for_previous_kernel() {
-#if !defined(LS_HOST_EMULATOR)
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
-}
+__device__ __forceinline__ void wait_for_previous_kernel() { pdl::pdl_wait(); }  // pdl_device.cuh
 
 // One unit column j of the warp's R rows against one batch row's 64 staged
 // codes xn (16-byte aligned): acc[r] += Σ field·x, sx += Σ x. The four words
