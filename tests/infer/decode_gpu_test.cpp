@@ -5,7 +5,9 @@
 // block, interleaved RoPE, multi-query, multi-head); with the session-8
 // decode kernels (fused norm + codes, joined and prefetched GEMVs) and without;
 // with the session-10 epilogues (the residual adds in the GEMVs) and without;
-// with both cached attention kernels (v1, v2).
+// with both cached attention kernels (v1, v2); with every decode kernel a
+// programmatic dependent launch (LOCKSTEP_DECODE_PDL) and with that launch's
+// planted bug (a GEMV that reads x before its wait).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -19,6 +21,7 @@
 #include "decode_util.hpp"
 #include "lockstep/backend/cuda/decode_launch.hpp"
 #include "lockstep/backend/cuda/decode_linear_launch.hpp"
+#include "lockstep/backend/cuda/pdl.hpp"
 #include "lockstep/backend/cuda/pointwise_launch.hpp"
 #include "lockstep/backend/cuda/trace.hpp"
 
@@ -45,6 +48,9 @@ class DecodeGpu : public ::testing::TestWithParam<mt::NamedConfig> {
     cuda::launch::set_decode_fusion(-1);
     cuda::launch::set_decode_epilogues(-1);
     cuda::launch::set_ternary_gemv_version(0);
+    cuda::launch::set_decode_attention_version(0);
+    cuda::set_decode_pdl(-1);
+    cuda::set_decode_pdl_mutant(0);
   }
   // The CPU's logits of one sequence (every position) and of 8 sequences
   // decoded together (eight: their seed), for the switch tests below.
@@ -228,6 +234,79 @@ TEST_P(DecodeGpu, TheDecodeEpiloguesChangeNoBit) {
       EXPECT_EQ(relu2mul[1], relu2mul[0]);
     }
   }
+}
+
+// Every launch since the trace's last reset.
+long all_launches() {
+  long n = 0;
+  for (const auto& [name, count] : cuda::trace::process_log().launches()) n += count;
+  return n;
+}
+
+// LOCKSTEP_DECODE_PDL (docs/perf/DECODE_CUDA.md §16): every decode kernel a
+// programmatic dependent launch — each lets the next launch at its start,
+// reads only weights before its griddepcontrol.wait — changes no bit: one
+// prefill, a prefill in chunks of 7, token by token and 8 sequences batched
+// give the CPU's logits, with both GEMVs (v1, v2) and both cached attention
+// kernels (v1, v2). The launches were programmatic: counted (pdl.hpp), and
+// token by token most of a pass's launches (all but the embedding and the
+// kernels outside the decode set: the float GEMMs of the families without
+// BitLinears) in a BitNet model.
+TEST_P(DecodeGpu, EveryDecodeKernelAProgrammaticLaunchChangesNoBit) {
+  const auto& cfg = cpu_->config();
+  const auto t = random_tokens(static_cast<std::size_t>(cfg.max_seq), cfg.vocab_size, 21);
+  const std::vector<float> want = prefill_all(*cpu_, t, 2);
+  const Eight e = eight_sequences(cfg, 23);
+  const auto want8 = batched(*cpu_, e.seqs, e.prompt, 2);
+  cuda::set_decode_pdl(1);
+  for (int gemv : {1, 2})
+    for (int attention : {1, 2}) {
+      const std::string what = fmt::format("PDL, ternary_gemv v{}, attention v{}", gemv, attention);
+      cuda::launch::set_ternary_gemv_version(gemv);
+      cuda::launch::set_decode_attention_version(attention);
+      EXPECT_EQ(mt::differing_bits(prefill_all(*gpu_, t, 1), want), 0u) << "one prefill, " << what;
+      EXPECT_EQ(mt::differing_bits(prefill_all(*gpu_, t, 1, 7), want), 0u) << "prefill in chunks of 7, " << what;
+      cuda::trace::process_log().reset_launches();
+      cuda::reset_programmatic_launches();
+      EXPECT_EQ(mt::differing_bits(token_by_token(*gpu_, t, 1), want), 0u) << "token by token, " << what;
+      const long programmatic = cuda::programmatic_launches(), traced = all_launches();
+      const auto got8 = batched(*gpu_, e.seqs, e.prompt, 1);
+      for (std::size_t s = 0; s < e.seqs.size(); ++s)
+        EXPECT_EQ(mt::differing_bits(got8[s], want8[s]), 0u) << "sequence " << s << " batched, " << what;
+      std::printf("%s: %s: token by token %ld programmatic launches of %ld traced\n", GetParam().name.c_str(),
+                  what.c_str(), programmatic, traced);
+      EXPECT_GT(programmatic, 0) << "no programmatic launch, " << what;
+      if (cfg.family == model::Family::Bitnet) {
+        EXPECT_GT(2 * programmatic, traced) << "most of a BitNet pass's launches programmatic, " << what;
+      }
+    }
+  cuda::set_decode_pdl(0);
+  cuda::reset_programmatic_launches();
+  EXPECT_EQ(mt::differing_bits(token_by_token(*gpu_, t, 1), want), 0u) << "PDL off";
+  EXPECT_EQ(cuda::programmatic_launches(), 0) << "programmatic launches with LOCKSTEP_DECODE_PDL off";
+}
+
+// The planted bug (pdl.hpp: decode_pdl_mutant 1): under PDL the v1 ternary
+// GEMV stages x (the norm's activation codes) before its wait, while the norm
+// that writes them may still run. A race, not a certainty: on the H200 the
+// GEMV's CTAs launch at the norm's first instruction (its trigger) and stage
+// x ~1-2 µs later, while the norm (a CTA a row, ~5 µs) writes its codes at its
+// end, so the codes read are the previous layer's; a pass where the norm won
+// every race would give the right bits. Caught if any pass of the run differs.
+TEST_P(DecodeGpu, ThePdlPlantedBugIsCaught) {
+  const auto& cfg = cpu_->config();
+  if (cfg.family != model::Family::Bitnet) GTEST_SKIP() << "the planted bug is in the ternary GEMV";
+  const Want want = cpu_logits(29);
+  cuda::set_decode_pdl(1);
+  cuda::launch::set_ternary_gemv_version(1);
+  cuda::set_decode_pdl_mutant(1);
+  std::size_t differ = mt::differing_bits(token_by_token(*gpu_, want.tokens, 1), want.logits);
+  const auto got8 = batched(*gpu_, want.e.seqs, want.e.prompt, 1);
+  for (std::size_t s = 0; s < want.e.seqs.size(); ++s) differ += mt::differing_bits(got8[s], want.logits8[s]);
+  cuda::set_decode_pdl_mutant(0);
+  std::printf("%s: planted: the GEMV reads x before its wait: %zu logits differ\n", GetParam().name.c_str(), differ);
+  EXPECT_GT(differ, 0u) << "the GEMV reading x before its wait was not caught (a race: see the comment)";
+  expect_cpu_logits(want, "PDL, after the planted bug");  // the engine recovers: the switch is a launch argument
 }
 
 // The micro configs, and two with a vocabulary wide enough (>= 4096) that the

@@ -10,6 +10,10 @@
 // for nothing). Three planted bugs (graph.hpp, Mutant) are each seen to change
 // the logits: a replay whatever the row pattern, a replay that leaves the
 // rows' positions of the pass before, a replay after buffers were freed.
+// With every decode kernel a programmatic dependent launch
+// (LOCKSTEP_DECODE_PDL) the replays and the launched passes keep the CPU's
+// bits, and the captured graphs hold programmatic edges, none of them after
+// a node that is not a kernel.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,7 +23,9 @@
 #include <vector>
 
 #include "decode_util.hpp"
+#include "lockstep/backend/cuda/decode_linear_launch.hpp"
 #include "lockstep/backend/cuda/graph.hpp"
+#include "lockstep/backend/cuda/pdl.hpp"
 
 namespace {
 
@@ -147,6 +153,8 @@ class DecodeGraphsGpu : public ::testing::TestWithParam<mt::NamedConfig> {
   void TearDown() override {
     graph::set_mutant(graph::Mutant::none);
     graph::set_enabled(-1);
+    lockstep::cuda::set_decode_pdl(-1);
+    lockstep::cuda::set_decode_pdl_mutant(0);
   }
   std::vector<std::vector<float>> launched(const Script& s) {
     graph::set_enabled(0);
@@ -193,6 +201,56 @@ TEST_P(DecodeGraphsGpu, ReplayEqualsLaunchedPassesAndTheCpu) {
 TEST_P(DecodeGraphsGpu, ReplaysAreReproducible) {
   const Script s = growing(cpu_->config());
   EXPECT_EQ(differing_passes(with_graphs(s), with_graphs(s)), 0u);
+}
+
+// LOCKSTEP_DECODE_PDL (docs/perf/DECODE_CUDA.md §16): the scripts above with
+// every decode kernel a programmatic dependent launch, graphs off and on,
+// give the CPU's bits; the launched passes made programmatic launches and the
+// captured graphs kept them as programmatic edges (kernel to kernel only: a
+// launch after a copy or a memset is captured as a full dependency). Then the
+// planted bug (the v1 GEMV staging x before its wait) in replays: a race,
+// caught if any pass differs (decode_gpu_test.cpp's ThePdlPlantedBugIsCaught
+// says why it is expected to show).
+TEST_P(DecodeGraphsGpu, ProgrammaticLaunchesReplayTheCpusBits) {
+  const auto& cfg = cpu_->config();
+  lockstep::cuda::set_decode_pdl(1);
+  for (const auto& [name, script] : {std::pair{"batch 1, growing lengths", growing(cfg)},
+                                     std::pair{"batch 8, ragged, clear and re-prefill, leave", ragged8(cfg)},
+                                     std::pair{"five, then three join from empty slots", join(cfg)},
+                                     std::pair{"buffers allocated again", regrow(cfg)}}) {
+    const auto want = run(*cpu_, script, 2);
+    lockstep::cuda::reset_programmatic_launches();
+    const auto eager = launched(script);
+    const long programmatic = lockstep::cuda::programmatic_launches();
+    const graph::Stats before = graph::stats();
+    const auto graphs = with_graphs(script);
+    const graph::Stats after = graph::stats();
+    const std::size_t edges = after.programmatic_edges - before.programmatic_edges,
+                      bad = after.programmatic_after_non_kernel - before.programmatic_after_non_kernel,
+                      captures = after.captures - before.captures;
+    std::printf("%s: PDL: %s: %ld programmatic launches launched; %zu captures, %zu programmatic edges, %zu after "
+                "a node not a kernel\n",
+                GetParam().name.c_str(), name, programmatic, captures, edges, bad);
+    EXPECT_EQ(differing_passes(eager, want), 0u) << name << ": PDL, launched GPU passes vs the CPU";
+    EXPECT_EQ(differing_passes(graphs, want), 0u) << name << ": PDL, graph replays vs the CPU";
+    EXPECT_GT(programmatic, 0) << name << ": no programmatic launch";
+    if (!has_learned_positions(cfg)) {
+      EXPECT_GT(edges, 0u) << name << ": no programmatic edge in the captured graphs";
+    }
+    EXPECT_EQ(bad, 0u) << name << ": a programmatic edge from a node that is not a kernel";
+  }
+  if (cfg.family != model::Family::Bitnet) return;
+  const Script s = growing(cfg);
+  const auto want = run(*cpu_, s, 2);
+  lockstep::cuda::launch::set_ternary_gemv_version(1);  // the planted bug is in v1
+  lockstep::cuda::set_decode_pdl_mutant(1);
+  const auto planted = with_graphs(s);
+  lockstep::cuda::set_decode_pdl_mutant(0);
+  lockstep::cuda::launch::set_ternary_gemv_version(0);
+  const std::size_t differ = differing_passes(planted, want);
+  std::printf("%s: planted: PDL, the GEMV reads x before its wait, replays: %zu of %zu passes differ\n",
+              GetParam().name.c_str(), differ, want.size());
+  EXPECT_GT(differ, 0u) << "the GEMV reading x before its wait was not caught in replays (a race)";
 }
 
 TEST_P(DecodeGraphsGpu, PlantedBugsAreCaught) {

@@ -23,6 +23,10 @@
 #include "lockstep/backend/cuda/batched_copy.cuh"
 #include "lockstep/backend/cuda/device.hpp"
 #include "lockstep/backend/cuda/ls_hooks.cuh"
+#include "lockstep/backend/cuda/pdl_device.cuh"
+#if !defined(LS_HOST_EMULATOR)
+#include "lockstep/backend/cuda/pdl_launch.cuh"  // LS_LAUNCH_PDL
+#endif
 #include "lockstep/backend/cuda/row_cta.cuh"
 #include "lockstep/backend/cuda/trace_launch.hpp"
 
@@ -58,6 +62,9 @@ std::size_t smem_floats(std::size_t D) { return (D + 3) / 4 * 4 + rc::kWarps * 4
 
 template <bool Vec>
 __global__ void __launch_bounds__(rc::kThreads) relu2mul_rmsnorm_quantize_kernel(const ActNormArgs a) {
+  pdl::pdl_trigger();                              // PDL (pdl_device.cuh): the next kernel may launch now;
+  pdl::pdl_prefetch_l2(a.w, a.D * sizeof(float));  // the norm weights (read-only) towards the L2;
+  pdl::pdl_wait();                                 // gate, up and every write after the wait
   LS_SMEM(smem);
   const std::size_t D = a.D, row = blockIdx.x;
   float4* row_smem = reinterpret_cast<float4*>(smem);
@@ -123,10 +130,11 @@ void relu2mul_rmsnorm_quantize_i8(std::size_t rows, std::size_t dim, float eps, 
                   : vec                  ? "relu2mul_rmsnorm_quantize_i8 (a CTA a row, 16-byte)"
                                          : "relu2mul_rmsnorm_quantize_i8 (a CTA a row)");
   if (vec)
-    LS_LAUNCH(relu2mul_rmsnorm_quantize_kernel<true>, dim3(static_cast<unsigned>(rows)), dim3(rc::kThreads), bytes, a);
+    LS_LAUNCH_PDL(relu2mul_rmsnorm_quantize_kernel<true>, dim3(static_cast<unsigned>(rows)), dim3(rc::kThreads),
+                  bytes, a);
   else
-    LS_LAUNCH(relu2mul_rmsnorm_quantize_kernel<false>, dim3(static_cast<unsigned>(rows)), dim3(rc::kThreads), bytes,
-              a);
+    LS_LAUNCH_PDL(relu2mul_rmsnorm_quantize_kernel<false>, dim3(static_cast<unsigned>(rows)), dim3(rc::kThreads),
+                  bytes, a);
   check_launch("relu2mul_rmsnorm_quantize_i8");
 }
 

@@ -25,6 +25,9 @@
 #include "lockstep/backend/cuda/batched_copy.cuh"
 #include "lockstep/backend/cuda/device.hpp"
 #include "lockstep/backend/cuda/mutant.hpp"
+#include "lockstep/backend/cuda/pdl.hpp"
+#include "lockstep/backend/cuda/pdl_device.cuh"
+#include "lockstep/backend/cuda/pdl_launch.cuh"
 #include "lockstep/backend/cuda/stage_keys.cuh"
 #include "lockstep/backend/cuda/trace_launch.hpp"
 
@@ -78,6 +81,8 @@ __device__ __forceinline__ float score_chain(const float* qs, const float* k, in
 // conflicts). The chains and their order are the same either way.
 template <bool Staged>
 __global__ void __launch_bounds__(kThreads) cached_attention_kernel(Args a) {
+  pdl::pdl_trigger();  // PDL (pdl_device.cuh): the next kernel may launch now;
+  pdl::pdl_wait();     // nothing here is a weight: every read and write after the wait
   extern __shared__ __align__(16) float sm[];
   float* qs = sm;           // [Dh] the query
   float* acc = qs + a.Dh;   // [Dh] the accumulators
@@ -179,6 +184,8 @@ __global__ void __launch_bounds__(kThreads) cached_attention_kernel(Args a) {
 __global__ void rope_rows_kernel(i64 rows, i64 heads, i64 head_dim, bool interleaved, i64 tab_seq,
                                  const float* __restrict__ tab, const std::int32_t* __restrict__ pos, const float* x,
                                  float* y) {
+  pdl::pdl_trigger();  // PDL (pdl_device.cuh): the next kernel may launch now;
+  pdl::pdl_wait();     // the table's rows hang on pos: every read and write after the wait
   const i64 half = head_dim / 2;
   const i64 total = rows * heads * half;
   const float* cos_tab = tab;
@@ -203,6 +210,8 @@ __global__ void rope_rows_kernel(i64 rows, i64 heads, i64 head_dim, bool interle
 __global__ void store_rows_at_kernel(const float* __restrict__ src, i64 ld, i64 rows, i64 width,
                                      const std::int32_t* __restrict__ slot, const std::int32_t* __restrict__ pos,
                                      i64 ctx, float* __restrict__ dst) {
+  pdl::pdl_trigger();  // PDL (pdl_device.cuh): the next kernel may launch now;
+  pdl::pdl_wait();     // every read and write after the wait
   const i64 total = rows * width;
   for (i64 i = static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += static_cast<i64>(gridDim.x) * blockDim.x) {
@@ -289,6 +298,7 @@ void cached_attention(const CachedAttentionShape& s, const float* q, const float
     if (mutant() == Mutant::attention_drop_scale) v2.scale = 1.0f;  // the attention mutant here too
     CachedAttentionV2Options options;
     options.pdl = version == 3;
+    options.wait_first = decode_pdl();  // LOCKSTEP_DECODE_PDL=1: both launches programmatic (launch_decode)
     options.max_from_next_block = planted == DecodeAttentionMutant::max_from_next_block;
     options.acc_keys_reversed = planted == DecodeAttentionMutant::acc_keys_reversed;
     cached_attention_v2(v2, q, k_cache, v_cache, slot, pos, o, scores.data(), options);
@@ -326,10 +336,10 @@ void cached_attention(const CachedAttentionShape& s, const float* q, const float
   // intervals run from one traced launch to the next).
   trace::launched(staged ? "cached_attention (decode, staged blocks)" : "cached_attention (decode)");
   const dim3 grid(static_cast<unsigned>(s.q_heads), static_cast<unsigned>(s.rows));
-  if (staged)
-    cached_attention_kernel<true><<<grid, kThreads, smem>>>(a);
+  if (staged)  // PDL under LOCKSTEP_DECODE_PDL=1
+    cuda::detail::launch_decode(cached_attention_kernel<true>, grid, dim3(kThreads), smem, a);
   else
-    cached_attention_kernel<false><<<grid, kThreads, smem>>>(a);
+    cuda::detail::launch_decode(cached_attention_kernel<false>, grid, dim3(kThreads), smem, a);
   check(cudaGetLastError(), "cached attention launch");
 }
 
@@ -338,9 +348,9 @@ void rope_rows(std::size_t rows, std::size_t heads, std::size_t head_dim, bool i
   const auto total = static_cast<i64>(rows * heads * (head_dim / 2));
   if (total == 0) return;
   trace::launched("rope_rows (decode, positions on the device)");
-  rope_rows_kernel<<<grid_for(total), 256>>>(static_cast<i64>(rows), static_cast<i64>(heads),
-                                             static_cast<i64>(head_dim), interleaved, static_cast<i64>(tab_seq), tab,
-                                             pos, x, y);
+  cuda::detail::launch_decode(rope_rows_kernel, dim3(grid_for(total)), dim3(256), 0, static_cast<i64>(rows),
+                              static_cast<i64>(heads), static_cast<i64>(head_dim), interleaved,
+                              static_cast<i64>(tab_seq), tab, pos, x, y);  // PDL under LOCKSTEP_DECODE_PDL=1
   check(cudaGetLastError(), "rope_rows launch");
 }
 
@@ -349,8 +359,9 @@ void store_rows_at(const float* src, std::size_t ld, std::size_t rows, std::size
   const auto total = static_cast<i64>(rows * width);
   if (total == 0) return;
   trace::launched("store_rows_at (decode cache write)");
-  store_rows_at_kernel<<<grid_for(total), 256>>>(src, static_cast<i64>(ld), static_cast<i64>(rows),
-                                                 static_cast<i64>(width), slot, pos, static_cast<i64>(ctx), dst);
+  cuda::detail::launch_decode(store_rows_at_kernel, dim3(grid_for(total)), dim3(256), 0, src,
+                              static_cast<i64>(ld), static_cast<i64>(rows), static_cast<i64>(width), slot, pos,
+                              static_cast<i64>(ctx), dst);  // PDL under LOCKSTEP_DECODE_PDL=1
   check(cudaGetLastError(), "store_rows_at launch");
 }
 

@@ -69,6 +69,7 @@
 #if !defined(LS_HOST_EMULATOR)
 #include "lockstep/backend/cuda/pdl_launch.cuh"
 #endif
+#include "lockstep/backend/cuda/pdl_device.cuh"
 #include "lockstep/backend/cuda/trace_launch.hpp"
 #include "lockstep/num/elementary.hpp"
 #include "lockstep/num/fp.hpp"
@@ -118,20 +119,13 @@ __device__ __forceinline__ float v2_score(const float* qs, const float* ks, int 
 // issue their V copies, which read only what the kernels before the scores
 // wrote), and the fold waits for the scores kernel's completion (its writes
 // visible) before it reads a score. Without a programmatic launch both return at once.
-__device__ __forceinline__ void let_dependents_start() {
-#if !defined(LS_HOST_EMULATOR)
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void wait_for_scores() {
-#if !defined(LS_HOST_EMULATOR)
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
-}
+__device__ __forceinline__ void let_dependents_start() { pdl::pdl_trigger(); }  // pdl_device.cuh
+__device__ __forceinline__ void wait_for_scores() { pdl::pdl_wait(); }
 
 __global__ void __launch_bounds__(kScoreThreads) attention_scores_kernel(const V2AttnArgs a) {
   LS_SMEM(sm);
   let_dependents_start();
+  wait_for_scores();  // PDL (pdl_device.cuh; LOCKSTEP_DECODE_PDL): q, the caches, pos and s after the wait
   const int Dh = a.Dh, rep = a.rep, tid = static_cast<int>(threadIdx.x);
   const int j0 = static_cast<int>(blockIdx.x) * kScoreKeys, g = static_cast<int>(blockIdx.y),
             r = static_cast<int>(blockIdx.z);
@@ -305,6 +299,8 @@ __global__ void __launch_bounds__(kMaxRep * 32) attention_fold_kernel(const V2At
   const int rep = a.rep, threads = rep * 32, tid = static_cast<int>(threadIdx.x);
   const int d0 = static_cast<int>(blockIdx.x) * kSlice, g = static_cast<int>(blockIdx.y),
             r = static_cast<int>(blockIdx.z);
+  let_dependents_start();                     // PDL: the next kernel may launch now;
+  if (a.plant.wait_first) wait_for_scores();  // LOCKSTEP_DECODE_PDL: the V copies after rope_store's completion
   const int n = a.pos[r] + 1;
   const FoldSmem f = fold_layout(sm, a);
   const float* vg = a.v + static_cast<i64>(a.slot[r]) * a.ctx * a.kvd + static_cast<i64>(g) * a.Dh;
@@ -375,6 +371,8 @@ __global__ void __launch_bounds__(kV3Threads) attention_v3_kernel(const V2AttnAr
   const int Dh = a.Dh, rep = a.rep, tid = static_cast<int>(threadIdx.x);
   const int d0 = static_cast<int>(blockIdx.x) * kSlice, g = static_cast<int>(blockIdx.y),
             r = static_cast<int>(blockIdx.z);
+  let_dependents_start();  // PDL (pdl_device.cuh; LOCKSTEP_DECODE_PDL): the next kernel may launch now;
+  wait_for_scores();       // q, the caches and pos (rope_store's writes) only after the wait
   const int n = a.pos[r] + 1, C = kV3Chunk, groups = (rep + kV3Heads - 1) / kV3Heads;
   const FoldSmem f = fold_layout(sm, a);
   float* qs = sm + v3_q_offset(a.rep, a.KB, a.ctx);  // [rep][Dh]: the group's query heads, 16-byte aligned
@@ -500,7 +498,7 @@ void cached_attention_v2(const CachedAttentionShape& s, const float* q, const fl
   const bool pdl = options.pdl;
   // Traced so that the launch trace and the step profile see both.
   trace::launched(mutant ? "cached_attention v2 (decode, scores, mutant)" : "cached_attention v2 (decode, scores)");
-  LS_LAUNCH(attention_scores_kernel, sgrid, dim3(kScoreThreads), sbytes, a);
+  LS_LAUNCH_PDL(attention_scores_kernel, sgrid, dim3(kScoreThreads), sbytes, a);  // PDL under LOCKSTEP_DECODE_PDL=1
   check_launch("cached attention v2 (scores)");
   trace::launched(mutant ? (pdl ? "cached_attention v2 (decode, fold, PDL, mutant)" : "cached_attention v2 (decode, fold, mutant)")
                          : (pdl ? "cached_attention v2 (decode, fold, PDL)" : "cached_attention v2 (decode, fold)"));
@@ -508,7 +506,7 @@ void cached_attention_v2(const CachedAttentionShape& s, const float* q, const fl
   LS_LAUNCH(attention_fold_kernel, fgrid, fthreads, fbytes, a);
 #else
   if (!pdl) {
-    LS_LAUNCH(attention_fold_kernel, fgrid, fthreads, fbytes, a);
+    LS_LAUNCH_PDL(attention_fold_kernel, fgrid, fthreads, fbytes, a);  // programmatic under LOCKSTEP_DECODE_PDL=1
   } else if (detail::launch_programmatic(attention_fold_kernel, fgrid, fthreads, static_cast<std::size_t>(fbytes), a) !=
              cudaSuccess) {
     check_launch("cached attention v2 (fold, PDL)");
@@ -538,7 +536,7 @@ void cached_attention_v3(const CachedAttentionShape& s, const float* q, const fl
 #endif
   trace::launched(planted(options) ? "cached_attention v3 (decode, one launch, mutant)"
                                    : "cached_attention v3 (decode, one launch)");
-  LS_LAUNCH(attention_v3_kernel, grid, dim3(kV3Threads), bytes, a);
+  LS_LAUNCH_PDL(attention_v3_kernel, grid, dim3(kV3Threads), bytes, a);  // PDL under LOCKSTEP_DECODE_PDL=1
   check_launch("cached attention v3");
 }
 

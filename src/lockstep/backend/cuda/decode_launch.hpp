@@ -66,6 +66,8 @@ void set_decode_attention_mutant(DecodeAttentionMutant m);
 // this call writes it).
 struct CachedAttentionV2Options {
   bool pdl = false;                  // the fold as a programmatic dependent launch (sm_90)
+  bool wait_first = false;           // LOCKSTEP_DECODE_PDL: the fold waits before its V copies (the cache's
+                                     // writer, rope_store, may still run: the scores kernel started early too)
   bool max_from_next_block = false;  // DecodeAttentionMutant::max_from_next_block
   bool acc_keys_reversed = false;    // DecodeAttentionMutant::acc_keys_reversed
   bool no_reuse_barrier = false;     // host emulator only: no barrier before a V ring slot is restaged

@@ -38,6 +38,9 @@
 #include <string>
 
 #include "lockstep/backend/cuda/device.hpp"
+#include "lockstep/backend/cuda/pdl.hpp"
+#include "lockstep/backend/cuda/pdl_device.cuh"
+#include "lockstep/backend/cuda/pdl_launch.cuh"
 #include "lockstep/backend/cuda/pointwise_launch.hpp"
 #include "lockstep/backend/cuda/ternary_epilogue.cuh"
 #include "lockstep/backend/cuda/ternary_word.hpp"
@@ -122,6 +125,7 @@ struct Parts {
   int block0[kTernaryMaxParts];
   int count;
   bool contract;  // DecodeLinearMutant::ternary_residual_contracted
+  bool pdl_late_wait;  // LOCKSTEP_DECODE_PDL's planted bug (pdl.hpp): the wait after the staging of x
 };
 template <class T>
 __device__ __forceinline__ T part_of(const T (&v)[kTernaryMaxParts], int p) {  // constant indices: no local copy
@@ -132,6 +136,7 @@ template <int NB, int Pre>
 __global__ void __launch_bounds__(kTernaryThreads)
     ternary_gemv_kernel(const Parts parts, int K, int U, const std::int8_t* __restrict__ xq, int N,
                         const float* __restrict__ step, bool drop_last_unit) {
+  pdl::pdl_trigger();  // PDL (pdl_device.cuh): the next kernel may launch now
   extern __shared__ __align__(16) unsigned char smem[];
   const int Kp = U * 64;
   std::int8_t* xs = reinterpret_cast<std::int8_t*>(smem);
@@ -161,6 +166,8 @@ __global__ void __launch_bounds__(kTernaryThreads)
     const int j = lane + 32 * i;
     pre[i] = active && j < U_used ? wr[j] : make_uint4(0u, 0u, 0u, 0u);
   }
+  // PDL: the codes and the scale above are weights; x, step, y, add and sum only after the wait.
+  if (!parts.pdl_late_wait) pdl::pdl_wait();
   for (int n0 = 0; n0 < N; n0 += NB) {
     const int nb = N - n0 < NB ? N - n0 : NB;
     // Stage the chunk's activation codes (16-byte loads where K allows; zero past K).
@@ -178,6 +185,7 @@ __global__ void __launch_bounds__(kTernaryThreads)
         xs[e] = k < K ? xq[static_cast<i64>(n0 + n) * K + k] : static_cast<std::int8_t>(0);
       }
     }
+    if (parts.pdl_late_wait) pdl::pdl_wait();  // the planted bug: x was read before the wait
     __syncthreads();
     // Σ_k x[n, k] from shared memory: a warp per batch row, exact.
     for (int n = warp; n < nb; n += kTernaryWarps) {
@@ -236,7 +244,8 @@ void launch_ternary_as(const Parts& parts, unsigned blocks, int K, int U, const 
     if (e != cudaSuccess) check_launch("ternary_gemv: setting its shared memory size");
     attribute_set = true;
   }
-  ternary_gemv_kernel<NB, Pre><<<blocks, kTernaryThreads, smem>>>(parts, K, U, xq, N, step, drop);
+  cuda::detail::launch_decode(ternary_gemv_kernel<NB, Pre>, dim3(blocks), dim3(kTernaryThreads), smem, parts, K, U,
+                              xq, N, step, drop);  // PDL under LOCKSTEP_DECODE_PDL=1
 }
 
 template <int NB>
@@ -274,6 +283,8 @@ template <class W, int NB>
 __global__ void __launch_bounds__(kChainCols)
     chain_gemv_kernel(const W* __restrict__ w, const float* __restrict__ x, const float* __restrict__ b, i64 N, i64 M,
                       i64 K, float* __restrict__ y, bool mul_add) {
+  pdl::pdl_trigger();  // PDL (pdl_device.cuh): the next kernel may launch now, and
+  pdl::pdl_wait();     // every read and write after the wait
   __shared__ float ws[kChainCols][kChainTile + 1];
   __shared__ float xs[NB][kChainTile];
   const int tid = static_cast<int>(threadIdx.x);
@@ -340,6 +351,8 @@ __global__ void __launch_bounds__(kChainRowThreads)
     chain_gemv_f16_rows_kernel(const uint4* __restrict__ w, const float4* __restrict__ x, const float* __restrict__ b,
                                i64 N, i64 M, i64 K, float* __restrict__ y, bool mul_add) {
   constexpr int kUnroll = NB <= 4 ? 8 : 4;
+  pdl::pdl_trigger();  // PDL (pdl_device.cuh): the next kernel may launch now; every thread waits (also
+  pdl::pdl_wait();     // those past M: a grid completes after its predecessor), every read after the wait
   const i64 m = static_cast<i64>(blockIdx.x) * kChainRowThreads + threadIdx.x;
   if (m >= M) return;  // no barriers below
   const i64 K8 = K / 8, K4 = K / 4;
@@ -391,9 +404,11 @@ void launch_chain_f16_rows(const __half* w, const float* x, const float* b, i64 
                            const char* name) {
   const bool mul_add = g_mutant == DecodeLinearMutant::chain_mul_add;
   trace::launched(mul_add ? "chain_gemv (f16 rows, mutant)" : name);
-  chain_gemv_f16_rows_kernel<NB><<<static_cast<unsigned>((M + kChainRowThreads - 1) / kChainRowThreads),
-                                   kChainRowThreads>>>(reinterpret_cast<const uint4*>(w),
-                                                       reinterpret_cast<const float4*>(x), b, N, M, K, y, mul_add);
+  cuda::detail::launch_decode(chain_gemv_f16_rows_kernel<NB>,
+                              dim3(static_cast<unsigned>((M + kChainRowThreads - 1) / kChainRowThreads)),
+                              dim3(kChainRowThreads), 0, reinterpret_cast<const uint4*>(w),
+                              reinterpret_cast<const float4*>(x), b, N, M, K, y,
+                              mul_add);  // PDL under LOCKSTEP_DECODE_PDL=1
   check_launch("chain_gemv (f16 rows)");
 }
 
@@ -414,8 +429,9 @@ template <class W, int NB>
 void launch_chain(const W* w, const float* x, const float* b, i64 N, i64 M, i64 K, float* y, const char* name) {
   const bool mul_add = g_mutant == DecodeLinearMutant::chain_mul_add;
   trace::launched(mul_add ? "chain_gemv (mutant)" : name);
-  chain_gemv_kernel<W, NB><<<static_cast<unsigned>((M + kChainCols - 1) / kChainCols), kChainCols>>>(w, x, b, N, M, K,
-                                                                                                    y, mul_add);
+  cuda::detail::launch_decode(chain_gemv_kernel<W, NB>,
+                              dim3(static_cast<unsigned>((M + kChainCols - 1) / kChainCols)), dim3(kChainCols), 0, w,
+                              x, b, N, M, K, y, mul_add);  // PDL under LOCKSTEP_DECODE_PDL=1
   check_launch("chain_gemv");
 }
 
@@ -485,6 +501,7 @@ void ternary_pack(const float* codes, std::size_t M, std::size_t K, std::uint32_
   ternary_pack_kernel<<<static_cast<unsigned>((total + 255) / 256), 256>>>(codes, static_cast<i64>(M),
                                                                           static_cast<i64>(K), W, words);
   check_launch("ternary_pack");
+  decode_pdl_fence();  // the GEMVs read these codes before their wait: the next decode launch is plain
 }
 
 void ternary_gemv_parts(const TernaryPart* parts, std::size_t count, std::size_t K, const std::int8_t* xq,
@@ -501,7 +518,9 @@ void ternary_gemv_parts(const TernaryPart* parts, std::size_t count, std::size_t
       throw std::invalid_argument("ternary_gemv: M " + std::to_string(parts[p].M) + ": beyond the kernel's int extents");
   if (const int version = ternary_gemv_version(); version >= 2) {
     TernaryV2Options options;
-    options.pdl = version == 3;
+    // v2pdl; not right after a weight was packed (pdl.hpp: the codes are read before the wait). Else
+    // LOCKSTEP_DECODE_PDL decides (ternary_gemv_v2.cu's launch_decode, plain after the pack too).
+    options.pdl = version == 3 && !decode_pdl_fenced();
     options.drop_last_unit = g_mutant == DecodeLinearMutant::ternary_last_unit_dropped;
     options.half_warp_join = g_mutant == DecodeLinearMutant::ternary_v2_half_warp_join;
     options.residual_contracted = g_mutant == DecodeLinearMutant::ternary_residual_contracted;
@@ -523,6 +542,7 @@ void ternary_gemv_parts(const TernaryPart* parts, std::size_t count, std::size_t
   }
   a.count = static_cast<int>(count);
   a.contract = g_mutant == DecodeLinearMutant::ternary_residual_contracted;
+  a.pdl_late_wait = decode_pdl_mutant() == 1;
   if (blocks == 0) return;
   if (blocks > 0x7FFFFFFFu) throw std::invalid_argument("ternary_gemv: too many output rows for one launch");
   const std::size_t U = ternary_units(K), Kp = U * 64;

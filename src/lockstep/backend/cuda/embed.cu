@@ -17,6 +17,7 @@
 
 #include "lockstep/backend/cuda/canonical_warp.cuh"
 #include "lockstep/backend/cuda/device.hpp"
+#include "lockstep/backend/cuda/pdl_device.cuh"
 #include "lockstep/backend/cuda/pointwise_launch.hpp"
 #include "lockstep/backend/cuda/trace_launch.hpp"
 
@@ -25,6 +26,11 @@ namespace {
 
 __global__ void embedding_fwd_kernel(std::size_t tokens, std::size_t vocab, std::size_t dim, const Index* ids,
                                      const float* wte, float* y) {
+  // PDL (pdl_device.cuh): the first kernel of a decode pass, launched plainly (everything before the pass,
+  // the weights' writers included, has completed); it lets the next kernel launch now. (The wait is a no-op
+  // after a plain launch; it keeps the kernel right if it is ever launched programmatically.)
+  pdl::pdl_trigger();
+  pdl::pdl_wait();
   for (std::size_t n = blockIdx.x; n < tokens; n += gridDim.x) {
     const Index id = ids[n];
     const bool ok = id >= 0 && static_cast<std::size_t>(id) < vocab;

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace lockstep::cuda::graph {
 namespace {
@@ -15,6 +16,7 @@ namespace {
 std::atomic<int> g_enabled{-1};
 std::atomic<Mutant> g_mutant{Mutant::none};
 std::atomic<std::size_t> g_captures{0}, g_launches{0}, g_abandoned{0};
+std::atomic<std::size_t> g_programmatic_edges{0}, g_programmatic_after_non_kernel{0};
 
 void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(std::string("CUDA graph: ") + what + ": " + cudaGetErrorString(e));
@@ -33,7 +35,35 @@ void set_enabled(int on) { g_enabled.store(on < 0 ? -1 : (on != 0 ? 1 : 0)); }
 void set_mutant(Mutant m) { g_mutant.store(m); }
 Mutant mutant() { return g_mutant.load(); }
 
-Stats stats() { return {g_captures.load(), g_launches.load(), g_abandoned.load()}; }
+Stats stats() {
+  return {g_captures.load(), g_launches.load(), g_abandoned.load(), g_programmatic_edges.load(),
+          g_programmatic_after_non_kernel.load()};
+}
+
+namespace {
+// Counts g's programmatic edges into the stats (Stats: LOCKSTEP_DECODE_PDL's launches kept in the graph).
+// Bookkeeping only: a failed query counts nothing and leaves no error behind.
+void count_programmatic_edges(cudaGraph_t g) {
+  std::size_t n = 0;
+  if (cudaGraphGetEdges(g, nullptr, nullptr, nullptr, &n) != cudaSuccess || n == 0) {
+    (void)cudaGetLastError();
+    return;
+  }
+  std::vector<cudaGraphNode_t> from(n), to(n);
+  std::vector<cudaGraphEdgeData> data(n);
+  if (cudaGraphGetEdges(g, from.data(), to.data(), data.data(), &n) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return;
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    if (data[i].type != cudaGraphDependencyTypeProgrammatic) continue;
+    g_programmatic_edges.fetch_add(1);
+    cudaGraphNodeType type{};
+    if (cudaGraphNodeGetType(from[i], &type) != cudaSuccess || type != cudaGraphNodeTypeKernel)
+      g_programmatic_after_non_kernel.fetch_add(1);
+  }
+}
+}  // namespace
 
 void Graph::begin_capture() {
   reset();
@@ -51,6 +81,7 @@ void Graph::end_capture() {
     check(e, "end capture");
   }
   graph_ = g;
+  count_programmatic_edges(g);
   cudaGraphExec_t x = nullptr;
   const cudaError_t ie = cudaGraphInstantiateWithFlags(&x, g, 0);
   if (ie != cudaSuccess) {

@@ -42,6 +42,10 @@ Mutant mutant();
 // pass was computed again without a graph; its pattern is not captured again).
 struct Stats {
   std::size_t captures = 0, launches = 0, abandoned = 0;
+  // The captured graphs' programmatic edges (LOCKSTEP_DECODE_PDL: a programmatic dependent launch
+  // captured after a kernel), and those whose upstream node is not a kernel (a copy, a memset: must be 0,
+  // CUDA allows the type only between kernel nodes, so such a launch is captured as a full dependency).
+  std::size_t programmatic_edges = 0, programmatic_after_non_kernel = 0;
 };
 Stats stats();
 

@@ -9,3 +9,16 @@
 #define LS_LAUNCH(kernel, grid, block, smem, ...) kernel<<<grid, block, smem>>>(__VA_ARGS__)
 #define LS_SET_SMEM(kernel, bytes) cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes)
 #endif
+
+// LS_LAUNCH_PDL: a decode kernel's launch (pdl_launch.cuh's launch_decode:
+// programmatic under LOCKSTEP_DECODE_PDL=1; a file that uses it includes
+// pdl_launch.cuh under `#if !defined(LS_HOST_EMULATOR)`); on the emulator a
+// plain LS_LAUNCH.
+#ifndef LS_LAUNCH_PDL
+#if defined(LS_HOST_EMULATOR)
+#define LS_LAUNCH_PDL(kernel, grid, block, smem, ...) LS_LAUNCH(kernel, grid, block, smem, __VA_ARGS__)
+#else
+#define LS_LAUNCH_PDL(kernel, grid, block, smem, ...) \
+  ::lockstep::cuda::detail::launch_decode(kernel, grid, block, smem, __VA_ARGS__)
+#endif
+#endif

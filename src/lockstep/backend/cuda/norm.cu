@@ -23,6 +23,8 @@
 #include "lockstep/backend/cuda/device.hpp"
 #include "lockstep/backend/cuda/gemm_launch.hpp"
 #include "lockstep/backend/cuda/mutant.hpp"
+#include "lockstep/backend/cuda/pdl_device.cuh"
+#include "lockstep/backend/cuda/pdl_launch.cuh"
 #include "lockstep/backend/cuda/row_cta.cuh"
 #include "lockstep/backend/cuda/pointwise_launch.hpp"
 #include "lockstep/backend/cuda/trace_launch.hpp"
@@ -96,6 +98,8 @@ __global__ void layernorm_bwd_rows_kernel(std::size_t rows, std::size_t D, const
 
 __global__ void rmsnorm_fwd_kernel(std::size_t rows, std::size_t D, float eps, const float* x, const float* w,
                                    float* y, float* rstd) {
+  pdl::pdl_trigger();  // PDL (pdl_device.cuh): the next kernel may launch now;
+  pdl::pdl_wait();     // every read and write after the wait
   const std::size_t row = blockIdx.x * static_cast<std::size_t>(kRowsPerBlock) + threadIdx.x / 32;
   if (row >= rows) return;
   const unsigned lane = threadIdx.x & 31u;
@@ -132,6 +136,9 @@ template <bool Vec, bool Blocked>
 __global__ void __launch_bounds__(kRowCtaThreads)
     rmsnorm_fwd_row_cta_kernel(std::size_t D, float eps, const float* x, const float* __restrict__ w, float* y,
                                float* __restrict__ rstd) {  // y may be x: the row is staged before any write
+  pdl::pdl_trigger();                          // PDL (pdl_device.cuh): the next kernel may launch now;
+  pdl::pdl_prefetch_l2(w, D * sizeof(float));  // the norm weights (read-only) towards the L2;
+  pdl::pdl_wait();                             // x and every write after the wait
   extern __shared__ float4 row_smem[];
   __shared__ float partial[rc::kWarps * 4];  // chunk partials (D <= 12288: 3 chunks)
   __shared__ float s_rs;
@@ -174,6 +181,9 @@ __global__ void __launch_bounds__(kRowCtaThreads)
   __shared__ float s_rs;
   __shared__ std::int32_t s_key[rc::kWarps];
   __shared__ std::uint32_t s_mag[rc::kWarps];
+  pdl::pdl_trigger();                          // PDL (pdl_device.cuh): the next kernel may launch now;
+  pdl::pdl_prefetch_l2(w, D * sizeof(float));  // the norm weights (read-only) towards the L2;
+  pdl::pdl_wait();                             // x and every write after the wait
   const std::size_t row = blockIdx.x;
   rc::stage_row<Vec>(x + row * D, D, row_smem, [](float) {});
   __syncthreads();
@@ -342,17 +352,17 @@ void rmsnorm_fwd(std::size_t rows, std::size_t dim, float eps, const float* x, c
     const unsigned grid = static_cast<unsigned>(rows);
     trace::launched(blocked ? "rmsnorm_fwd (a CTA a row, mutant)"
                             : vec ? "rmsnorm_fwd (a CTA a row, 16-byte)" : "rmsnorm_fwd (a CTA a row)");
-    if (blocked)
-      rmsnorm_fwd_row_cta_kernel<false, true><<<grid, kRowCtaThreads, smem>>>(dim, eps, x, w, y, rstd);
-    else if (vec)
-      rmsnorm_fwd_row_cta_kernel<true, false><<<grid, kRowCtaThreads, smem>>>(dim, eps, x, w, y, rstd);
-    else
-      rmsnorm_fwd_row_cta_kernel<false, false><<<grid, kRowCtaThreads, smem>>>(dim, eps, x, w, y, rstd);
+    const auto kernel = blocked ? rmsnorm_fwd_row_cta_kernel<false, true>
+                        : vec   ? rmsnorm_fwd_row_cta_kernel<true, false>
+                                : rmsnorm_fwd_row_cta_kernel<false, false>;
+    cuda::detail::launch_decode(kernel, dim3(grid), dim3(kRowCtaThreads), smem, dim, eps, x, w, y,
+                                rstd);  // PDL under LOCKSTEP_DECODE_PDL=1
     check_launch("rmsnorm_fwd (a CTA a row)");
     return;
   }
   trace::launched("rmsnorm_fwd");
-  rmsnorm_fwd_kernel<<<row_blocks(rows), kRowThreads>>>(rows, dim, eps, x, w, y, rstd);
+  cuda::detail::launch_decode(rmsnorm_fwd_kernel, dim3(row_blocks(rows)), dim3(kRowThreads), 0, rows, dim, eps, x, w,
+                              y, rstd);  // PDL under LOCKSTEP_DECODE_PDL=1
   check_launch("rmsnorm_fwd");
 }
 
@@ -391,15 +401,11 @@ void rmsnorm_quantize_i8(std::size_t rows, std::size_t dim, float eps, const flo
   const unsigned grid = static_cast<unsigned>(rows);
   trace::launched(stale ? "rmsnorm_quantize_i8 (a CTA a row, mutant)"
                         : vec ? "rmsnorm_quantize_i8 (a CTA a row, 16-byte)" : "rmsnorm_quantize_i8 (a CTA a row)");
-  if (stale)
-    rmsnorm_quantize_row_cta_kernel<false, true>
-        <<<grid, kRowCtaThreads, smem>>>(dim, eps, x, w, y, rstd, floor_x, codes, step);
-  else if (vec)
-    rmsnorm_quantize_row_cta_kernel<true, false>
-        <<<grid, kRowCtaThreads, smem>>>(dim, eps, x, w, y, rstd, floor_x, codes, step);
-  else
-    rmsnorm_quantize_row_cta_kernel<false, false>
-        <<<grid, kRowCtaThreads, smem>>>(dim, eps, x, w, y, rstd, floor_x, codes, step);
+  const auto kernel = stale ? rmsnorm_quantize_row_cta_kernel<false, true>
+                      : vec ? rmsnorm_quantize_row_cta_kernel<true, false>
+                            : rmsnorm_quantize_row_cta_kernel<false, false>;
+  cuda::detail::launch_decode(kernel, dim3(grid), dim3(kRowCtaThreads), smem, dim, eps, x, w, y, rstd, floor_x,
+                              codes, step);  // PDL under LOCKSTEP_DECODE_PDL=1
   check_launch("rmsnorm_quantize_i8 (a CTA a row)");
 }
 

@@ -8,6 +8,8 @@
 #include "lockstep/backend/cuda/canonical_warp.cuh"
 #include "lockstep/backend/cuda/device.hpp"
 #include "lockstep/backend/cuda/mutant.hpp"
+#include "lockstep/backend/cuda/pdl_device.cuh"
+#include "lockstep/backend/cuda/pdl_launch.cuh"
 #include "lockstep/backend/cuda/pointwise_launch.hpp"
 #include "lockstep/backend/cuda/trace_launch.hpp"
 #include "lockstep/num/elementary.hpp"
@@ -79,6 +81,8 @@ __global__ void swiglu_bwd_kernel(std::size_t n, const float* gate, const float*
 }
 
 __global__ void relu2mul_fwd_kernel(std::size_t n, const float* gate, const float* up, float* y) {
+  pdl::pdl_trigger();  // PDL (pdl_device.cuh): the next kernel may launch now;
+  pdl::pdl_wait();     // every read and write after the wait
   LOCKSTEP_GRID_STRIDE(i, n) {
     const float r = max2(gate[i], 0.0f);
     y[i] = __fmul_rn(__fmul_rn(r, r), up[i]);
@@ -98,6 +102,8 @@ __global__ void relu2mul_bwd_kernel(std::size_t n, const float* gate, const floa
 
 template <bool FlushNegativeZero>
 __global__ void residual_fwd_kernel(std::size_t n, const float* a, const float* b, float* y) {
+  pdl::pdl_trigger();  // PDL (pdl_device.cuh): the next kernel may launch now;
+  pdl::pdl_wait();     // every read and write after the wait
   LOCKSTEP_GRID_STRIDE(i, n) {
     float s = __fadd_rn(a[i], b[i]);
     if constexpr (FlushNegativeZero) s = s == 0.0f ? 0.0f : s;  // the mutant: -0 becomes +0
@@ -145,7 +151,8 @@ void swiglu_bwd(std::size_t n, const float* gate, const float* up, const float* 
 void relu2mul_fwd(std::size_t n, const float* gate, const float* up, float* y) {
   if (n == 0) return;
   trace::launched("relu2mul_fwd");
-  relu2mul_fwd_kernel<<<grid(n), kThreads>>>(n, gate, up, y);
+  cuda::detail::launch_decode(relu2mul_fwd_kernel, dim3(grid(n)), dim3(kThreads), 0, n, gate, up,
+                              y);  // PDL under LOCKSTEP_DECODE_PDL=1
   check_launch("relu2mul_fwd");
 }
 
@@ -160,10 +167,8 @@ void residual_fwd(std::size_t n, const float* a, const float* b, float* y) {
   if (n == 0) return;
   const bool mutated = mutant() == Mutant::residual_flush_negative_zero;
   trace::launched(mutated ? "residual_fwd (mutant)" : "residual_fwd");
-  if (mutated)
-    residual_fwd_kernel<true><<<grid(n), kThreads>>>(n, a, b, y);
-  else
-    residual_fwd_kernel<false><<<grid(n), kThreads>>>(n, a, b, y);
+  cuda::detail::launch_decode(mutated ? residual_fwd_kernel<true> : residual_fwd_kernel<false>, dim3(grid(n)),
+                              dim3(kThreads), 0, n, a, b, y);  // PDL under LOCKSTEP_DECODE_PDL=1
   check_launch("residual_fwd");
 }
 

@@ -18,6 +18,10 @@
 #include "lockstep/backend/cuda/ls_hooks.cuh"
 #include "lockstep/backend/cuda/rope_store_launch.hpp"
 #include "lockstep/backend/cuda/trace_launch.hpp"
+#include "lockstep/backend/cuda/pdl_device.cuh"
+#if !defined(LS_HOST_EMULATOR)
+#include "lockstep/backend/cuda/pdl_launch.cuh"  // LS_LAUNCH_PDL
+#endif
 
 namespace lockstep::cuda::launch {
 namespace {
@@ -66,6 +70,8 @@ __device__ __forceinline__ void rotate_pair(const RopeStoreArgs& a, i64 heads, i
 }
 
 __global__ void __launch_bounds__(kThreads) rope_store_kernel(const RopeStoreArgs a) {
+  pdl::pdl_trigger();  // PDL (pdl_device.cuh): the next kernel may launch now;
+  pdl::pdl_wait();     // the table's rows hang on pos (not a weight): every read and write after the wait
   const i64 half = a.head_dim / 2;
   const i64 nq = a.rows * a.q_heads * half, nk = a.rows * a.kv_heads * half;
   const i64 width = a.kv_heads * a.head_dim, nv = a.rows * width;
@@ -102,7 +108,7 @@ void rope_store_rows(const RopeStoreShape& s, const float* tab, const std::int32
                                           : "rope_store_rows (decode RoPE + cache writes)");
   const i64 blocks = (total + kThreads - 1) / kThreads;
   const unsigned grid = static_cast<unsigned>(blocks < 132 * 16 ? blocks : 132 * 16);
-  LS_LAUNCH(rope_store_kernel, dim3(grid), dim3(kThreads), 0, a);
+  LS_LAUNCH_PDL(rope_store_kernel, dim3(grid), dim3(kThreads), 0, a);
   check_launch("rope_store_rows");
 }
 

@@ -47,6 +47,7 @@
 #if !defined(LS_HOST_EMULATOR)
 #include "lockstep/backend/cuda/pdl_launch.cuh"
 #endif
+#include "lockstep/backend/cuda/pdl_device.cuh"
 #include "lockstep/backend/cuda/ternary_epilogue.cuh"
 #include "lockstep/backend/cuda/ternary_word.hpp"
 #include "lockstep/backend/cuda/trace_launch.hpp"
@@ -103,11 +104,7 @@ __device__ __forceinline__ std::uint32_t word_of(const uint4& c, int q) {
 
 // Waits for the kernel before this one (its writes visible) when launched as a
 // programmatic dependent launch; returns at once otherwise.
-__device__ __forceinline__ void wait_for_previous_kernel() {
-#if !defined(LS_HOST_EMULATOR)
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
-}
+__device__ __forceinline__ void wait_for_previous_kernel() { pdl::pdl_wait(); }  // pdl_device.cuh
 
 // One unit column j of the warp's R rows against one batch row's 64 staged
 // codes xn (16-byte aligned): acc[r] += Σ field·x, sx += Σ x. The four words
@@ -132,6 +129,7 @@ __device__ __forceinline__ void unit_dots(const uint4 (&c)[R], const std::int8_t
 template <int NB, int Pre>
 __global__ void __launch_bounds__(kV2Threads) ternary_gemv_v2_kernel(const V2Args a) {
   constexpr int R = rows_a_warp(NB);
+  pdl::pdl_trigger();  // PDL (pdl_device.cuh; v2pdl, LOCKSTEP_DECODE_PDL): the next kernel may launch now
   LS_SMEM(smem_floats);
   std::int8_t* xs = reinterpret_cast<std::int8_t*>(smem_floats);  // [NB][Kp], zero past K
   const int K = a.K, U = a.U, Kp = U * 64, N = a.N;
@@ -248,7 +246,7 @@ void launch_v2_as(const V2Args& a, unsigned blocks, bool pdl) {
     attribute_set = true;
   }
   if (!pdl) {
-    LS_LAUNCH(kernel, dim3(blocks), dim3(kV2Threads), bytes, a);
+    LS_LAUNCH_PDL(kernel, dim3(blocks), dim3(kV2Threads), bytes, a);  // programmatic under LOCKSTEP_DECODE_PDL=1
   } else if (detail::launch_programmatic(kernel, dim3(blocks), dim3(kV2Threads), static_cast<std::size_t>(bytes), a) !=
              cudaSuccess) {
     check_launch("ternary_gemv v2 (PDL)");
