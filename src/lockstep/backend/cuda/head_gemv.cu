@@ -39,7 +39,6 @@
 // memory poisoned by NaN (a tile read before anybody copied it shows).
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <atomic>
 #include <stdexcept>
 #include <string>
@@ -51,6 +50,7 @@
 
 #include "lockstep/backend/cuda/cp_async.cuh"
 #include "lockstep/backend/cuda/device.hpp"
+#include "lockstep/backend/cuda/env_choice.hpp"
 #include "lockstep/backend/cuda/head_gemv_launch.hpp"
 #include "lockstep/backend/cuda/trace_launch.hpp"
 #include "lockstep/num/fp.hpp"
@@ -253,16 +253,8 @@ std::atomic<int> g_head_version{0};  // 0: the environment's
 }  // namespace
 
 int head_gemv_version() {
-  const int set = g_head_version.load();
-  if (set != 0) return set;
-  static const int from_env = [] {
-    const char* env = std::getenv("LOCKSTEP_HEAD_GEMV");
-    const std::string v = env == nullptr ? "" : env;
-    if (v.empty() || v == "v1") return 1;
-    if (v == "v2") return 2;
-    if (v == "v2wide") return 3;
-    throw std::invalid_argument("LOCKSTEP_HEAD_GEMV=" + v + ": expected v1, v2 or v2wide");
-  }();
+  if (const int set = g_head_version.load(); set != 0) return set;
+  static const int from_env = env_choice("LOCKSTEP_HEAD_GEMV", {"v1", "v2", "v2wide"});  // read once
   return from_env;
 }
 
