@@ -155,17 +155,12 @@ __device__ __forceinline__ void tile_chains(const HeadArgs& a, const unsigned ch
 #pragma unroll
     for (int n = 0; n < NB; ++n)
       if (n < nb) {
-        const float4 xa = *reinterpret_cast<const float4*>(xs + n * KT + 8 * v);
+        const float4 xa = *reinterpret_cast<const float4*>(xs + n * KT + 8 * v);  // broadcast reads
         const float4 xb = *reinterpret_cast<const float4*>(xs + n * KT + 8 * v + 4);
+        const float xv[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
         float s = acc[n];
-        s = head_step(xa.x, wv[0], s, mul_add);
-        s = head_step(xa.y, wv[1], s, mul_add);
-        s = head_step(xa.z, wv[2], s, mul_add);
-        s = head_step(xa.w, wv[3], s, mul_add);
-        s = head_step(xb.x, wv[4], s, mul_add);
-        s = head_step(xb.y, wv[5], s, mul_add);
-        s = head_step(xb.z, wv[6], s, mul_add);
-        s = head_step(xb.w, wv[7], s, mul_add);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) s = head_step(xv[i], wv[i], s, mul_add);  // k = 8v + i, ascending
         acc[n] = s;
       }
   }
