@@ -7,7 +7,8 @@
 // with the session-10 epilogues (the residual adds in the GEMVs) and without;
 // with both cached attention kernels (v1, v2); with every decode kernel a
 // programmatic dependent launch (LOCKSTEP_DECODE_PDL) and with that launch's
-// planted bug (a GEMV that reads x before its wait).
+// planted bug (a GEMV that reads x before its wait); with every LM head kernel
+// (LOCKSTEP_HEAD_GEMV: v1, v2, v2wide).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -21,6 +22,7 @@
 #include "decode_util.hpp"
 #include "lockstep/backend/cuda/decode_launch.hpp"
 #include "lockstep/backend/cuda/decode_linear_launch.hpp"
+#include "lockstep/backend/cuda/head_gemv_launch.hpp"
 #include "lockstep/backend/cuda/pdl.hpp"
 #include "lockstep/backend/cuda/pointwise_launch.hpp"
 #include "lockstep/backend/cuda/trace.hpp"
@@ -51,6 +53,7 @@ class DecodeGpu : public ::testing::TestWithParam<mt::NamedConfig> {
     cuda::launch::set_decode_attention_version(0);
     cuda::set_decode_pdl(-1);
     cuda::set_decode_pdl_mutant(0);
+    cuda::launch::set_head_gemv_version(0);
   }
   // The CPU's logits of one sequence (every position) and of 8 sequences
   // decoded together (eight: their seed), for the switch tests below.
@@ -135,6 +138,29 @@ TEST_P(DecodeGpu, BothCachedAttentionKernelsGiveTheCpusBits) {
         << "the fold as a programmatic dependent launch under version " << version;
   }
   cuda::launch::set_decode_attention_version(0);
+}
+
+// The LM head's kernels (LOCKSTEP_HEAD_GEMV; docs/perf/DECODE_CUDA.md §17): v1 (a thread a row), v2 and
+// v2wide (head_gemv.cu: staged rows) each give the CPU's logits token by token and for 8 sequences together;
+// the f16 head (the f16-head config) ran the chosen kernel, the f32 heads none of v2.
+TEST_P(DecodeGpu, EveryHeadGemvGivesTheCpusBits) {
+  const Want want = cpu_logits(17);
+  const bool f16 = GetParam().name.find("f16-head") != std::string::npos;
+  for (int version : {1, 2, 3}) {
+    cuda::launch::set_head_gemv_version(version);
+    cuda::trace::process_log().reset_launches();
+    expect_cpu_logits(want, fmt::format("head_gemv version {}", version));
+    const long v1 = launches_of("chain_gemv (f16 rows"), v2 = launches_of("head_gemv v2 (staged rows");
+    std::printf("%s: head_gemv version %d: %ld f16-row launches, %ld v2 launches\n", GetParam().name.c_str(), version,
+                v1, v2);
+    EXPECT_EQ(v2 > 0, f16 && version >= 2) << "v2 ran under head_gemv version " << version;
+    if (version >= 2) {
+      EXPECT_EQ(v1, 0) << "the v1 f16-row kernel ran under version " << version;
+    } else if (f16) {
+      EXPECT_GT(v1, 0) << "the f16 head never took the row kernel";
+    }
+  }
+  cuda::launch::set_head_gemv_version(0);
 }
 
 // The session-8 decode changes (LOCKSTEP_DECODE_FUSION; docs/perf/DECODE_CUDA.md

@@ -9,6 +9,12 @@
 //     32-wide tiles, K % 8 == 0 (the f16 row kernel) and not, a NaN (without
 //     the bias) and signed zeros in x;
 //   * f16_pack says exact only when every value is;
+//   * the LM head's v2 kernels (head_gemv.cu: LOCKSTEP_HEAD_GEMV=v2 | v2wide,
+//     set_head_gemv_version) = ops::matmul_xwt (+ the bias) on every f16 chain
+//     shape and on the 2B4T head (K 2560, M 128256) at 1, 8 and 32 rows, raw
+//     f16 weights with ±inf, NaN, ±0 and subnormals; their planted bugs
+//     (mul+add, each tile's k groups backwards, the wait one group short)
+//     caught; µs a call of v1, v2 and v2wide printed;
 //   * every ternary_gemv kernel (v1 both forms; v2 and v2 as a programmatic
 //     dependent launch: LOCKSTEP_TERNARY_GEMV, set_ternary_gemv_version);
 //   * the residual epilogue (TernaryPart::add / sum: o_proj and down_proj with
@@ -36,6 +42,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -51,16 +58,19 @@
 #include "lockstep/backend/cuda/device.hpp"
 #include "lockstep/backend/cuda/gate.hpp"
 #include "lockstep/backend/cuda/gemm_launch.hpp"
+#include "lockstep/backend/cuda/head_gemv_launch.hpp"
 #include "lockstep/backend/cuda/mutant.hpp"
 #include "lockstep/backend/cuda/pointwise_launch.hpp"
 #include "lockstep/backend/cuda/rope_store_launch.hpp"
 #include "lockstep/model/model.hpp"
+#include "lockstep/num/reduce.hpp"
 #include "lockstep/ops/activation.hpp"
 #include "lockstep/ops/cached_attention.hpp"
 #include "lockstep/ops/norm.hpp"
 #include "lockstep/ops/op.hpp"
 #include "lockstep/ops/quant.hpp"
 #include "lockstep/ops/rope.hpp"
+#include "lockstep/tensor/convert.hpp"
 
 namespace {
 
@@ -190,6 +200,7 @@ class DecodeKernelsGpu : public ::testing::Test {
   void TearDown() override {
     launch::set_decode_linear_mutant(launch::DecodeLinearMutant::none);
     launch::set_ternary_gemv_version(0);
+    launch::set_head_gemv_version(0);
   }
 
   // Differing cells over every ternary shape.
@@ -375,6 +386,120 @@ TEST_F(DecodeKernelsGpu, ResidualEpiloguePlantedBugIsCaught) {
 }
 
 TEST_F(DecodeKernelsGpu, ChainGemvEqualsTheCanonicalMatmul) { EXPECT_EQ(chain_differences(true), 0u); }
+
+// The head's v2 kernels (LOCKSTEP_HEAD_GEMV=v2 | v2wide) through chain_gemv on every chain shape: the
+// f16 ones with K % 8 == 0 take them, the rest the kernels as before.
+TEST_F(DecodeKernelsGpu, ChainGemvWithTheHeadV2EqualsTheCanonicalMatmul) {
+  for (int version : {2, 3}) {
+    launch::set_head_gemv_version(version);
+    EXPECT_EQ(chain_differences(true), 0u) << "head_gemv version " << version;
+  }
+  launch::set_head_gemv_version(0);
+}
+
+namespace {
+
+// The 2B4T head: raw f16 weights (the tied F16 embedding's bits) with ±inf, NaN, ±0 and subnormals in a few
+// rows, x with −0 (and, with specials, a NaN row and an inf), the bias optional; the CPU's cells widened.
+struct HeadCase {
+  std::size_t N, K, M;
+  std::vector<float> x, b, want;
+  std::vector<std::uint16_t> w16;
+  cuda::DeviceBuffer<float> dx, db, dy;
+  cuda::DeviceBuffer<std::uint16_t> dw;
+
+  HeadCase(std::size_t n, std::size_t k, std::size_t m, bool bias, std::uint64_t seed)
+      : N(n), K(k), M(m), dx(n * k), db(m), dy(n * m), dw(m * k) {
+    x = uniform(N * K, 2.0, seed);
+    x[0] = -0.0f;
+    if (N > 1) x[K + 7] = std::numeric_limits<float>::quiet_NaN();
+    if (N > 2) x[2 * K + 3] = std::numeric_limits<float>::infinity();
+    ad::Rng rng(seed + 1);
+    w16.resize(M * K);
+    for (auto& h : w16) h = tensor::f32_to_f16(static_cast<float>(rng.uniform(-0.5, 0.5)));
+    w16[1 * K + K - 1] = 0x7c00u;  // +inf
+    w16[2 * K] = 0xfc00u;          // −inf
+    w16[3 * K + K / 3] = 0x7e00u;  // NaN
+    for (std::size_t i = 0; i < K; ++i) w16[4 * K + i] = i % 3 ? 0x8000u : 0x0000u;
+    for (std::size_t i = 0; i < K; i += 2) w16[5 * K + i] = static_cast<std::uint16_t>(1u + i % 1000u);
+    std::vector<float> wf(w16.size());
+    for (std::size_t i = 0; i < w16.size(); ++i) wf[i] = tensor::f16_to_f32(w16[i]);
+    want.resize(N * M);
+    ops::matmul_xwt(N, M, K, x.data(), wf.data(), want.data());
+    if (bias) {
+      b = uniform(M, 1.0, seed + 2);
+      for (std::size_t r = 0; r < N; ++r)
+        for (std::size_t c = 0; c < M; ++c) want[r * M + c] = want[r * M + c] + b[c];
+    }
+    for (float& v : want) v = num::reduce::canonical_nan(v);
+    dx.upload(x);
+    dw.upload(w16);
+    if (bias) db.upload(b);
+  }
+  const float* bias() const { return b.empty() ? nullptr : db.data(); }
+  // The cells of the kernel chain_gemv picks (version: set_head_gemv_version's) or of v2 with `options`.
+  std::size_t differences(int version, const launch::HeadGemvOptions* options = nullptr) {
+    dy.assign(N * M, 12345.0f);
+    launch::set_head_gemv_version(version);
+    if (options) launch::head_gemv_v2(dw.data(), dx.data(), bias(), N, M, K, dy.data(), *options);
+    else launch::chain_gemv(nullptr, dw.data(), dx.data(), bias(), N, M, K, dy.data());
+    cuda::synchronize("head_gemv test");
+    launch::set_head_gemv_version(0);
+    return differing_bits(dy.download(), want);
+  }
+  // µs a call (calls back to back, the host waiting once).
+  double micros(int version, int calls = 20) {
+    launch::set_head_gemv_version(version);
+    launch::chain_gemv(nullptr, dw.data(), dx.data(), bias(), N, M, K, dy.data());
+    cuda::synchronize("head_gemv timing: warm-up");
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < calls; ++i) launch::chain_gemv(nullptr, dw.data(), dx.data(), bias(), N, M, K, dy.data());
+    cuda::synchronize("head_gemv timing");
+    const auto t1 = std::chrono::steady_clock::now();
+    launch::set_head_gemv_version(0);
+    return std::chrono::duration<double, std::micro>(t1 - t0).count() / calls;
+  }
+};
+
+}  // namespace
+
+// The 2B4T head (vocab 128256, hidden 2560) at 1, 8 and 32 rows: v1, v2 and v2wide = the CPU's cells, and
+// each kernel's µs a call (657 MB of f16 a pass over the weights: the copy-rate floor ~160 µs).
+TEST_F(DecodeKernelsGpu, HeadGemvV2AtThe2B4THead) {
+  std::uint64_t seed = 900;
+  for (std::size_t N : {1, 8, 32}) {
+    HeadCase c(N, 2560, 128256, N == 8, seed += 10);
+    for (int version : {1, 2, 3})
+      EXPECT_EQ(c.differences(version), 0u) << "N " << N << ", head_gemv version " << version;
+    const double v1 = c.micros(1), v2 = c.micros(2), v2wide = c.micros(3);
+    std::printf("head 128256 x 2560, %zu rows: v1 %.1f us (%.0f GB/s), v2 %.1f us (%.0f GB/s), v2wide %.1f us "
+                "(%.0f GB/s) a call\n",
+                N, v1, 656.67e3 / v1, v2, 656.67e3 / v2, v2wide, 656.67e3 / v2wide);
+  }
+}
+
+TEST_F(DecodeKernelsGpu, HeadGemvV2PlantedBugsAreCaught) {
+  HeadCase c(8, 2560, 20000, true, 77);
+  for (bool wide : {false, true}) {
+    launch::HeadGemvOptions ok, mul_add, backwards, early;
+    ok.wide = mul_add.wide = backwards.wide = early.wide = wide;
+    mul_add.mul_add = true;
+    backwards.k_descending = true;
+    early.stage_early = true;
+    EXPECT_EQ(c.differences(0, &ok), 0u) << "v2 as it is, wide " << wide;
+    const std::size_t m = c.differences(0, &mul_add), k = c.differences(0, &backwards), e = c.differences(0, &early);
+    std::printf("planted (head_gemv v2, wide %d): mul+add for fma: %zu cells differ; each tile's 8-k groups "
+                "backwards: %zu; the wait one copy group short (a race: its stage read before it lands): %zu\n",
+                wide, m, k, e);
+    EXPECT_GT(m, 0u) << "the unfused product, wide " << wide;
+    EXPECT_GT(k, 0u) << "the k groups backwards, wide " << wide;
+  }
+  // The chain mutant of decode_linear_launch.hpp reaches v2 through chain_gemv too.
+  launch::set_decode_linear_mutant(launch::DecodeLinearMutant::chain_mul_add);
+  const std::size_t d = c.differences(2);
+  launch::set_decode_linear_mutant(launch::DecodeLinearMutant::none);
+  EXPECT_GT(d, 0u) << "DecodeLinearMutant::chain_mul_add under LOCKSTEP_HEAD_GEMV=v2";
+}
 
 TEST_F(DecodeKernelsGpu, PlantedBugsAreCaught) {
   launch::set_decode_linear_mutant(launch::DecodeLinearMutant::ternary_last_unit_dropped);

@@ -38,6 +38,7 @@
 #include <string>
 
 #include "lockstep/backend/cuda/device.hpp"
+#include "lockstep/backend/cuda/head_gemv_launch.hpp"
 #include "lockstep/backend/cuda/pdl.hpp"
 #include "lockstep/backend/cuda/pdl_device.cuh"
 #include "lockstep/backend/cuda/pdl_launch.cuh"
@@ -610,7 +611,12 @@ void chain_gemv(const float* w32, const std::uint16_t* w16, const float* x, cons
   if (M == 0 || N == 0) return;
   const auto n = static_cast<i64>(N), m = static_cast<i64>(M), k = static_cast<i64>(K);
   const auto* h = reinterpret_cast<const __half*>(w16);
-  if (w16 != nullptr && f16_rows_apply(h, x, k))
+  if (w16 != nullptr && f16_rows_apply(h, x, k) && head_gemv_version() >= 2) {
+    HeadGemvOptions options;  // head_gemv.cu (LOCKSTEP_HEAD_GEMV=v2 | v2wide): the same chains, staged rows
+    options.wide = head_gemv_version() == 3;
+    options.mul_add = g_mutant == DecodeLinearMutant::chain_mul_add;
+    head_gemv_v2(w16, x, b, N, M, K, y, options);
+  } else if (w16 != nullptr && f16_rows_apply(h, x, k))
     chain_f16_rows(h, x, b, n, m, k, y);
   else if (w16 != nullptr)
     chain_by_rows(h, x, b, n, m, k, y, true);
