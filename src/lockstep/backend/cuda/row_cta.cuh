@@ -180,7 +180,7 @@ struct RowScale {
 };
 
 // The codes (Code: float or std::int8_t) of the thread's staged elements
-// (i ≡ tid mod kThreads, as stage_row placed them: the thread reads back only
+// (i ≡ tid mod Threads, as stage_row placed them: the thread reads back only
 // what it wrote, so no barrier is needed) into cr, and q·step into dr where
 // DEQUANT. Vec: K % 4 == 0, cr 4-byte and dr 16-byte aligned.
 template <class Code, bool DEQUANT, bool Vec, unsigned Threads = kThreads>
@@ -225,18 +225,20 @@ __device__ __forceinline__ void store_codes(const float4* smem, std::size_t K, c
 // *rstd_r unless null), y = (x·rs)·w into yr (unless null) and over the staged
 // row (each thread its own elements, folding |y| into its max), then the CTA's
 // max and its RowScale — rmsnorm_fwd's y and rstd, and row_quantize_i8's
-// scale of that y. StaleRow: the mutant (Mutant::norm_quantize_stale_row): y
+// scale of that y. Skippable: yr and rstd_r may be null (ternary_gemv_v2.cu's
+// prologue: only CTA 0 writes them); false, the standalone kernels' code as it
+// was (no test of the pointers). StaleRow: the mutant (Mutant::norm_quantize_stale_row): y
 // is not written back over the staged row, so the codes are those of x. Vec:
 // D % 4 == 0, w and yr 16-byte aligned. Shared: partial kWarps·4 floats,
 // s_rs, s_key and s_mag kWarps each.
-template <bool Vec, bool StaleRow, unsigned Threads = kThreads>
+template <bool Vec, bool StaleRow, unsigned Threads = kThreads, bool Skippable = false>
 __device__ __forceinline__ RowScale norm_scale_staged(float4* row_smem, std::size_t D, float eps,
                                                       const float* __restrict__ w, float* yr, float* rstd_r,
                                                       float floor_x, float* partial, float* s_rs, std::int32_t* s_key,
                                                       std::uint32_t* s_mag) {
   const unsigned tid = threadIdx.x;
   const float rs = rms_rstd<false, Threads>(reinterpret_cast<const float*>(row_smem), D, eps, partial, s_rs);
-  if (tid == 0 && rstd_r != nullptr) *rstd_r = rs;
+  if (tid == 0 && (!Skippable || rstd_r != nullptr)) *rstd_r = rs;
   AbsMax am;
   if constexpr (Vec) {
     const float4* w4 = reinterpret_cast<const float4*>(w);
@@ -244,7 +246,7 @@ __device__ __forceinline__ RowScale norm_scale_staged(float4* row_smem, std::siz
 #pragma unroll 4
     for (std::size_t v = tid; v < D / 4; v += Threads) {
       const float4 b = rms_scaled(row_smem[v], rs, w4[v]);
-      if (y4 != nullptr) y4[v] = b;
+      if (!Skippable || y4 != nullptr) y4[v] = b;
       if constexpr (!StaleRow) row_smem[v] = b;
       am.fold(b.x);
       am.fold(b.y);
@@ -256,7 +258,7 @@ __device__ __forceinline__ RowScale norm_scale_staged(float4* row_smem, std::siz
 #pragma unroll 4
     for (std::size_t j = tid; j < D; j += Threads) {
       const float b = rms_scaled(xs[j], rs, w[j]);
-      if (yr != nullptr) yr[j] = b;
+      if (!Skippable || yr != nullptr) yr[j] = b;
       if constexpr (!StaleRow) xs[j] = b;
       am.fold(b);
     }

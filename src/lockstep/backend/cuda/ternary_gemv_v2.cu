@@ -185,7 +185,7 @@ __device__ __forceinline__ const float* norm_prologue(const NormPrologue& nm, in
     if (n > 0) __syncthreads();  // (row n - 1's shared scalars and staged row are done with)
     rc::stage_row<Vec, T>(nm.x + static_cast<i64>(n) * K, D, row, [](float) {});
     __syncthreads();
-    const rc::RowScale sc = rc::norm_scale_staged<Vec, Stale, T>(
+    const rc::RowScale sc = rc::norm_scale_staged<Vec, Stale, T, true>(
         row, D, nm.eps, nm.w, first ? nm.y + static_cast<i64>(n) * K : nullptr, first ? nm.rstd + n : nullptr,
         nm.floor_x, partial, s_rs, s_key, s_mag);
     rc::store_codes<std::int8_t, false, Vec, T>(row, D, sc, xs + static_cast<i64>(n) * Kp, nullptr);
