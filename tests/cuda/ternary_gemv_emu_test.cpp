@@ -67,6 +67,20 @@ std::string hex(float v) {
   return b;
 }
 
+// The weights' ternary codes qw [M, K] packed as ternary_pack does (ternary_word.hpp).
+template <class Q>
+std::vector<std::uint32_t> packed(const Q* qw, std::size_t M, std::size_t K) {
+  const std::size_t U = ll::ternary_units(K);
+  std::vector<std::uint32_t> wd(M * 4 * U);
+  for (std::size_t m = 0; m < M; ++m)
+    for (std::size_t g = 0; g < 4 * U; ++g) {
+      const std::size_t k0 = 16 * g;
+      const int n = k0 >= K ? 0 : static_cast<int>(K - k0 < 16 ? K - k0 : 16);
+      wd[m * 4 * U + g] = lockstep::cuda::ternary_word(qw + m * K + (n > 0 ? k0 : 0), n);
+    }
+  return wd;
+}
+
 // One BitLinear input x and each part's weights, with the spec's y and the
 // codes the device path reads (ops::quantize_rows's codes and steps; the
 // weights' ternary codes packed as ternary_pack does, ternary_word.hpp).
@@ -85,7 +99,6 @@ struct Case {
     x[0] = -0.0f;
     if (s.N > 2)  // an all-zero row (codes 0: its cells are +0) with −0 among its zeros
       for (std::size_t k = 0; k < s.K; ++k) x[2 * s.K + k] = k % 3 == 0 ? -0.0f : 0.0f;
-    const std::size_t U = ll::ternary_units(s.K);
     for (std::size_t M : s.Ms) {
       std::vector<float> w(M * s.K);
       for (float& v : w) v = uw(rng);
@@ -98,14 +111,7 @@ struct Case {
         xq_storage.insert(xq_storage.end(), z.x.q.begin(), z.x.q.end());
         step = z.x.step;
       }
-      std::vector<std::uint32_t> wd(M * 4 * U);
-      for (std::size_t m = 0; m < M; ++m)
-        for (std::size_t g = 0; g < 4 * U; ++g) {
-          const std::size_t k0 = 16 * g;
-          const int n = k0 >= s.K ? 0 : static_cast<int>(s.K - k0 < 16 ? s.K - k0 : 16);
-          wd[m * 4 * U + g] = lockstep::cuda::ternary_word(z.qw.data() + m * s.K + (n > 0 ? k0 : 0), n);
-        }
-      words.push_back(std::move(wd));
+      words.push_back(packed(z.qw.data(), M, s.K));
       scale.push_back({z.wstep[0]});
       want.push_back(ops::BitLinear::forward(c, in).y.data);
     }
@@ -360,7 +366,6 @@ struct NormCase {
     const ops::RowCodes<float> rc = ops::quantize_rows(y.data(), s.N, s.K, static_cast<float>(ops::BitLinear::kActFloor));
     codes = rc.q;
     step = rc.step;
-    const std::size_t U = ll::ternary_units(s.K);
     for (std::size_t M : s.Ms) {
       std::vector<float> wm(M * s.K);
       for (float& v : wm) v = uw(rng);
@@ -368,14 +373,7 @@ struct NormCase {
       const ops::BitLinear::Inputs<float> in{lockstep::Tensor<float>({s.N, s.K}, y),
                                              lockstep::Tensor<float>({M, s.K}, wm)};
       const auto z = ops::BitLinear::quantize(c, in);
-      std::vector<std::uint32_t> wd(M * 4 * U);
-      for (std::size_t m = 0; m < M; ++m)
-        for (std::size_t g = 0; g < 4 * U; ++g) {
-          const std::size_t k0 = 16 * g;
-          const int cnt = k0 >= s.K ? 0 : static_cast<int>(s.K - k0 < 16 ? s.K - k0 : 16);
-          wd[m * 4 * U + g] = lockstep::cuda::ternary_word(z.qw.data() + m * s.K + (cnt > 0 ? k0 : 0), cnt);
-        }
-      words.push_back(std::move(wd));
+      words.push_back(packed(z.qw.data(), M, s.K));
       scale.push_back({z.wstep[0]});
       want.push_back(ops::BitLinear::forward(c, in).y.data);
     }
