@@ -472,7 +472,8 @@ TEST(NormGemvEmulated, ShuffledThreadOrders) {
 }
 
 // The planted bugs differ: the prologue's codes of x instead of y
-// (Mutant::norm_quantize_stale_row, which the GPU test plants too), and v2's
+// (Mutant::norm_quantize_stale_row, which the GPU test plants too), rs from
+// a non-canonical lane order (contiguous runs, emulator only), and v2's
 // own mutants with the prologue on.
 TEST(NormGemvEmulated, PlantedBugsDiffer) {
   const NormCase c(NormShape{2, 2560, {16, 8, 8}}, 700), one(NormShape{1, 2560, {40}, Row::ordinary, 1}, 701);
@@ -485,6 +486,20 @@ TEST(NormGemvEmulated, PlantedBugsDiffer) {
   std::printf("planted: the prologue's codes of x, not of y: %zu values differ (N 2 K 2560 M 16 8 8)\n", d);
   EXPECT_NE(one.run(stale, &d), "") << "the codes of x, the scalar path";
   std::printf("planted: the same on the scalar path: %zu values differ (N 1 K 2560 M 40)\n", d);
+  ll::TernaryV2Options blocked;
+  blocked.plant_norm_blocked_lanes = true;
+  // (rs moves only where the reordered sum of squares rounds differently after the rsqrt: some rows, not all)
+  std::size_t total = 0, cases = 0;
+  for (std::uint64_t seed = 710; seed < 730; ++seed)
+    for (std::size_t K : {std::size_t{2560}, std::size_t{6912}}) {
+      const NormCase b(NormShape{2, K, {8}}, seed);
+      b.run(blocked, &d);
+      total += d;
+      cases += d > 0 ? 1 : 0;
+    }
+  EXPECT_GT(total, 0u) << "rs from lanes folding contiguous runs";
+  std::printf("planted: the prologue's rs from a non-canonical lane order: %zu values differ, in %zu of 40 cases\n",
+              total, cases);
   EXPECT_NE(c.run(dropped), "") << "the last unit dropped";
   EXPECT_NE(c.run(half), "") << "the half-warp join";
   EXPECT_EQ(c.run({}), "") << "the kernel as it is";

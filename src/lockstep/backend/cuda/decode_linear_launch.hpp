@@ -146,6 +146,7 @@ struct TernaryV2Options {
   bool plant_no_reuse_barrier = false;  // host emulator only: no barrier before the next chunk restages x
   const NormPrologue* norm = nullptr;   // the norm prologue (xq and step unused: the prologue makes them)
   bool norm_stale_row = false;          // Mutant::norm_quantize_stale_row in the prologue (the codes of x)
+  bool plant_norm_blocked_lanes = false;  // host emulator only: the prologue's rs with lanes folding contiguous runs
 };
 void ternary_gemv_parts_v2(const TernaryPart* parts, std::size_t count, std::size_t K, const std::int8_t* xq,
                            std::size_t N, const float* step, const TernaryV2Options& options);

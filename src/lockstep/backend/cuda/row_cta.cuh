@@ -230,14 +230,15 @@ __device__ __forceinline__ void store_codes(const float4* smem, std::size_t K, c
 // was (no test of the pointers). StaleRow: the mutant (Mutant::norm_quantize_stale_row): y
 // is not written back over the staged row, so the codes are those of x. Vec:
 // D % 4 == 0, w and yr 16-byte aligned. Shared: partial kWarps·4 floats,
-// s_rs, s_key and s_mag kWarps each.
-template <bool Vec, bool StaleRow, unsigned Threads = kThreads, bool Skippable = false>
+// s_rs, s_key and s_mag kWarps each. Blocked: rms_rstd's mutant (lanes fold
+// contiguous runs), for the prologue's emulator test.
+template <bool Vec, bool StaleRow, unsigned Threads = kThreads, bool Skippable = false, bool Blocked = false>
 __device__ __forceinline__ RowScale norm_scale_staged(float4* row_smem, std::size_t D, float eps,
                                                       const float* __restrict__ w, float* yr, float* rstd_r,
                                                       float floor_x, float* partial, float* s_rs, std::int32_t* s_key,
                                                       std::uint32_t* s_mag) {
   const unsigned tid = threadIdx.x;
-  const float rs = rms_rstd<false, Threads>(reinterpret_cast<const float*>(row_smem), D, eps, partial, s_rs);
+  const float rs = rms_rstd<Blocked, Threads>(reinterpret_cast<const float*>(row_smem), D, eps, partial, s_rs);
   if (tid == 0 && (!Skippable || rstd_r != nullptr)) *rstd_r = rs;
   AbsMax am;
   if constexpr (Vec) {

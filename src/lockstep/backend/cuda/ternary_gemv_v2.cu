@@ -107,12 +107,14 @@ struct V2Args {
   bool residual_contracted;  // DecodeLinearMutant::ternary_residual_contracted
   bool plant_no_reuse_barrier;  // the emulator test's planted bug (read only under LS_HOST_EMULATOR)
   NormPrologue norm;            // the norm prologue's operands (kernels with kNormPrologue only)
+  bool plant_norm_blocked_lanes;  // the emulator test's planted bug (read only under LS_HOST_EMULATOR)
 };
 
 // The kernel's norm flags (its template parameter Norm): the norm prologue, its
 // 16-byte path (D % 4 == 0 and x, w, y aligned, codes 4-byte aligned), and the
 // mutant Mutant::norm_quantize_stale_row (the codes of x, not of y).
 constexpr int kNormPrologue = 1, kNormVec = 2, kNormStale = 4;
+constexpr int kNormBlocked = 8;  // the emulator test's planted bug: rs with lanes folding contiguous runs
 
 // The norm prologue's shared memory after the NB·Kp codes: the staged float
 // row (D rounded up to 4), then row_cta's partial [kWarps·4], s_rs [4], s_key
@@ -168,7 +170,7 @@ template <int Norm>
 __device__ __forceinline__ const float* norm_prologue(const NormPrologue& nm, int K, int Kp, int nb,
                                                       std::int8_t* xs, float* after) {
   namespace rc = cuda::detail::row_cta;
-  constexpr bool Vec = (Norm & kNormVec) != 0, Stale = (Norm & kNormStale) != 0;
+  constexpr bool Vec = (Norm & kNormVec) != 0, Stale = (Norm & kNormStale) != 0, Blocked = (Norm & kNormBlocked) != 0;
   constexpr unsigned T = static_cast<unsigned>(kV2Threads);
   const std::size_t D = static_cast<std::size_t>(K);
   float4* row = reinterpret_cast<float4*>(after);
@@ -185,7 +187,7 @@ __device__ __forceinline__ const float* norm_prologue(const NormPrologue& nm, in
     if (n > 0) __syncthreads();  // (row n - 1's shared scalars and staged row are done with)
     rc::stage_row<Vec, T>(nm.x + static_cast<i64>(n) * K, D, row, [](float) {});
     __syncthreads();
-    const rc::RowScale sc = rc::norm_scale_staged<Vec, Stale, T, true>(
+    const rc::RowScale sc = rc::norm_scale_staged<Vec, Stale, T, true, Blocked>(
         row, D, nm.eps, nm.w, first ? nm.y + static_cast<i64>(n) * K : nullptr, first ? nm.rstd + n : nullptr,
         nm.floor_x, partial, s_rs, s_key, s_mag);
     rc::store_codes<std::int8_t, false, Vec, T>(row, D, sc, xs + static_cast<i64>(n) * Kp, nullptr);
@@ -343,6 +345,9 @@ void launch_v2_norm(const V2Args& a, unsigned blocks, bool pdl, bool stale) {
   const NormPrologue& nm = a.norm;
   const auto aligned = [](const void* p, std::uintptr_t n) { return reinterpret_cast<std::uintptr_t>(p) % n == 0; };
   const bool vec = a.K % 4 == 0 && aligned(nm.x, 16) && aligned(nm.w, 16) && aligned(nm.y, 16) && aligned(nm.codes, 4);
+#if defined(LS_HOST_EMULATOR)
+  if (a.plant_norm_blocked_lanes) return launch_v2<NB, kNormPrologue | kNormBlocked>(a, blocks, pdl);
+#endif
   if (stale) launch_v2<NB, kNormPrologue | kNormStale>(a, blocks, pdl);
   else if (vec) launch_v2<NB, kNormPrologue | kNormVec>(a, blocks, pdl);
   else launch_v2<NB, kNormPrologue>(a, blocks, pdl);
@@ -390,8 +395,9 @@ void ternary_gemv_parts_v2(const TernaryPart* parts, std::size_t count, std::siz
   a.plant_no_reuse_barrier = options.plant_no_reuse_barrier;
   if (norm != nullptr) {
     a.norm = *norm;
+    a.plant_norm_blocked_lanes = options.plant_norm_blocked_lanes;
     const bool mutant = options.drop_last_unit || options.half_warp_join || options.residual_contracted ||
-                        options.norm_stale_row;
+                        options.norm_stale_row || options.plant_norm_blocked_lanes;
     bool residual = false;
     for (std::size_t p = 0; p < count; ++p) residual = residual || a.parts.sum[p] != nullptr;
     static const char* const kParts[kTernaryMaxParts] = {"", ", 2 parts", ", 3 parts"};
