@@ -8,7 +8,8 @@
 // with both cached attention kernels (v1, v2); with every decode kernel a
 // programmatic dependent launch (LOCKSTEP_DECODE_PDL) and with that launch's
 // planted bug (a GEMV that reads x before its wait); with every LM head kernel
-// (LOCKSTEP_HEAD_GEMV: v1, v2, v2wide).
+// (LOCKSTEP_HEAD_GEMV: v1, v2, v2wide); with the session-11 norm in the
+// GEMV's prologue (LOCKSTEP_DECODE_NORM_GEMV) and without.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -49,6 +50,7 @@ class DecodeGpu : public ::testing::TestWithParam<mt::NamedConfig> {
   void TearDown() override {
     cuda::launch::set_decode_fusion(-1);
     cuda::launch::set_decode_epilogues(-1);
+    cuda::launch::set_decode_norm_gemv(-1);
     cuda::launch::set_ternary_gemv_version(0);
     cuda::launch::set_decode_attention_version(0);
     cuda::set_decode_pdl(-1);
@@ -333,6 +335,57 @@ TEST_P(DecodeGpu, ThePdlPlantedBugIsCaught) {
   std::printf("%s: planted: the GEMV reads x before its wait: %zu logits differ\n", GetParam().name.c_str(), differ);
   EXPECT_GT(differ, 0u) << "the GEMV reading x before its wait was not caught (a race: see the comment)";
   expect_cpu_logits(want, "PDL, after the planted bug");  // the engine recovers: the switch is a launch argument
+// The session-11 norm in the GEMV's prologue (LOCKSTEP_DECODE_NORM_GEMV;
+// docs/perf/DECODE_CUDA.md §15) changes no bit: at 1-2 rows the RMSNorm +
+// codes is not launched, the BitLinear GEMV on its codes (q/k/v joined,
+// gate/up joined, o_proj) runs it in its prologue; passes of more rows
+// (prefill, 8 sequences batched until only 2 remain) launch the norm as
+// before. Prefill, token by token and batched, with ternary_gemv v1, v2 and
+// v2pdl set (the prologue kernel is v2's), the logits with it on and off are
+// the CPU's. With it on, each prologue launch replaces one norm launch, and
+// a batch-1 pass launches at most one standalone rmsnorm_quantize_i8 (the
+// final norm, read by the LM head); the families without BitLinears none.
+TEST_P(DecodeGpu, TheNormInTheGemvPrologueChangesNoBit) {
+  const auto& cfg = cpu_->config();
+  const Want want = cpu_logits(19);
+  for (int version : {1, 2, 3}) {
+    cuda::launch::set_ternary_gemv_version(version);
+    long norms[2] = {}, prologue[2] = {}, gemvs[2] = {}, norms1[2] = {}, prologue1[2] = {};
+    for (int on : {0, 1}) {
+      cuda::launch::set_decode_norm_gemv(on);
+      const std::string what = fmt::format("v{}, norm in the prologue {}", version, on);
+      EXPECT_EQ(mt::differing_bits(prefill_all(*gpu_, want.tokens, 1), want.logits), 0u) << "prefill, " << what;
+      // Batch 1 alone: a prefill of one token, then one decode pass a token.
+      cuda::trace::process_log().reset_launches();
+      EXPECT_EQ(mt::differing_bits(token_by_token(*gpu_, want.tokens, 1), want.logits), 0u)
+          << "token by token, " << what;
+      norms1[on] = launches_of("rmsnorm_quantize_i8");
+      prologue1[on] = launches_of("ternary_gemv v2 (norm prologue");
+      cuda::trace::process_log().reset_launches();
+      expect_cpu_logits(want, what);
+      norms[on] = launches_of("rmsnorm_quantize_i8");
+      prologue[on] = launches_of("ternary_gemv v2 (norm prologue");
+      gemvs[on] = launches_of("ternary_gemv");
+    }
+    const long passes = static_cast<long>(want.tokens.size());
+    std::printf("%s, ternary_gemv v%d: batch 1: prologue off: %ld rmsnorm_quantize_i8; on: %ld, %ld GEMVs with the "
+                "norm (%ld passes); all: off %ld norms, %ld GEMVs; on %ld, %ld, %ld with the norm\n",
+                GetParam().name.c_str(), version, norms1[0], norms1[1], prologue1[1], passes, norms[0], gemvs[0],
+                norms[1], gemvs[1], prologue[1]);
+    EXPECT_EQ(prologue[0] + prologue1[0], 0) << "the norm ran in a GEMV's prologue with the switch off";
+    if (cfg.family == model::Family::Bitnet) {
+      EXPECT_GT(prologue1[1], 0) << "no norm ran in a GEMV's prologue at batch 1";
+      EXPECT_EQ(norms1[0] - norms1[1], prologue1[1]) << "each prologue replaces one norm launch (batch 1)";
+      EXPECT_LE(norms1[1], passes) << "a batch-1 pass launched a norm other than the final one";
+      EXPECT_GT(prologue[1], 0) << "no norm ran in a GEMV's prologue in the batched decode";
+      EXPECT_EQ(norms[0] - norms[1], prologue[1]) << "each prologue replaces one norm launch";
+      EXPECT_EQ(gemvs[1], gemvs[0]) << "the prologue changed the number of GEMV launches";
+      EXPECT_GT(norms[1], norms1[1]) << "the batched passes of more than 2 rows must launch their norms";
+    } else {
+      EXPECT_EQ(prologue[1] + prologue1[1], 0) << "a norm ran in a GEMV's prologue in a model without BitLinears";
+      EXPECT_EQ(norms[1], norms[0]);
+    }
+  }
 }
 
 // The micro configs, and two with a vocabulary wide enough (>= 4096) that the

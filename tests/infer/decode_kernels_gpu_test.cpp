@@ -37,7 +37,13 @@
 //   * the fused RMSNorm + row codes (rmsnorm_quantize_i8) through its
 //     start-up gate cases (against the CPU's RMSNorm and
 //     ops::quantize_rows), clean and poisoned; its mutant (the codes of the
-//     staged x, not of y) is rejected.
+//     staged x, not of y) is rejected;
+//   * the norm in the GEMV's prologue (ternary_gemv_parts_norm, the session-11
+//     LOCKSTEP_DECODE_NORM_GEMV path) = ops::RmsNorm, ops::quantize_rows,
+//     ops::BitLinear (+ ops::ResidualAdd): the cells and CTA 0's y, rstd,
+//     codes, step, at the 2B4T shapes (q/k/v, gate/up, o_proj + residual) at
+//     1 and 2 rows, ragged and off the 16-byte path, v2 and v2pdl; its planted
+//     bug (the codes of x, Mutant::norm_quantize_stale_row) caught.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -815,4 +821,128 @@ TEST_F(DecodeKernelsGpu, RopeStoreEqualsRopeRowsAndTheCacheWrites) {
   const std::size_t planted = rope_store_differences(false, unrotated);
   std::printf("planted: rope_store_rows writing k to the cache before its rotation: %zu values differ\n", planted);
   EXPECT_GT(planted, 0u) << "the comparison did not see the unrotated cache";
+}
+
+namespace {
+
+// The norm in the GEMV's prologue (ternary_gemv_parts_norm) on the device
+// against the spec: RmsNorm of x, the codes of its y, each part's BitLinear of
+// y, the residual add after part 0 where `residual`. Differing values (cells,
+// sums, y, rstd, codes, steps) over the shapes: 2B4T's joined q/k/v (K 2560,
+// M 2560 + 640 + 640), gate/up (M 6912 + 6912), o_proj + residual, down_proj's
+// width (K 6912), ragged K, x off 16 bytes; row 1 of 2 all ±0 (the floor
+// step) or large (1e17: x² near 1e34).
+std::size_t norm_gemv_differences(bool print) {
+  struct S {
+    std::size_t N, K;
+    std::vector<std::size_t> Ms;
+    bool residual;
+    std::size_t offset;
+    int last;  // row N - 1: 0 ordinary, 1 ±0, 2 large
+  };
+  const std::vector<S> shapes{{1, 2560, {2560, 640, 640}, false, 0, 0}, {2, 2560, {2560, 640, 640}, false, 0, 1},
+                              {1, 2560, {6912, 6912}, false, 0, 0},     {2, 2560, {6912, 6912}, false, 0, 2},
+                              {1, 2560, {2560}, true, 0, 0},            {2, 2560, {2560}, true, 0, 0},
+                              {1, 6912, {2560}, true, 0, 0},            {2, 100, {7, 33}, false, 0, 1},
+                              {1, 2560, {640}, false, 1, 0},            {2, 4097, {300}, true, 1, 2}};
+  std::size_t total = 0;
+  std::uint64_t seed = 1100;
+  for (const S& s : shapes) {
+    const std::size_t n = s.N * s.K;
+    std::vector<float> x = uniform(n, 3.0, seed++), g = uniform(s.K, 1.5, seed++);
+    for (std::size_t i = 0; i < n; i += 13) x[i] = -0.0f;
+    for (std::size_t k = 0; k < s.K && s.last != 0; ++k) {
+      float& v = x[(s.N - 1) * s.K + k];
+      v = s.last == 1 ? (k % 3 == 0 ? -0.0f : 0.0f) : v * 1e17f;
+    }
+    const auto o = ops::RmsNorm::forward(ops::NormConfig{s.N, s.K, 1e-5},
+                                         ops::RmsNorm::Inputs<float>{Tensor<float>({s.N, s.K}, x),
+                                                                     Tensor<float>({s.K}, g)});
+    const ops::RowCodes<float> r =
+        ops::quantize_rows(o.y.data.data(), s.N, s.K, static_cast<float>(ops::BitLinear::kActFloor));
+    std::vector<float> xpad(s.offset, 0.0f);
+    xpad.insert(xpad.end(), x.begin(), x.end());
+    cuda::DeviceBuffer<float> dx(xpad.size()), dg(s.K), dy(n), drstd(s.N), dstep(s.N);
+    cuda::DeviceBuffer<std::int8_t> dq(n);
+    dx.upload(xpad);
+    dg.upload(g);
+    std::vector<cuda::DeviceBuffer<float>> params(s.Ms.size()), ys(s.Ms.size());
+    std::vector<cuda::DeviceBuffer<std::uint32_t>> words(s.Ms.size());
+    std::vector<launch::TernaryPart> parts;
+    std::vector<std::vector<float>> want;
+    for (std::size_t p = 0; p < s.Ms.size(); ++p) {
+      const std::size_t m = s.Ms[p] * s.K;
+      const std::vector<float> w = uniform(m, 0.1, seed++);
+      want.push_back(cpu_bitlinear({s.N, s.K, s.Ms[p]}, o.y.data, w));
+      cuda::DeviceBuffer<float> dw(m), codes(m), dequant(m), scratch(launch::ternary_scratch(m));
+      dw.upload(w);
+      params[p].resize(2);
+      launch::ternary_quantize(dw.data(), m, static_cast<float>(m), static_cast<float>(1e-5), codes.data(),
+                               dequant.data(), params[p].data(), scratch.data());
+      words[p].resize(s.Ms[p] * 4 * launch::ternary_units(s.K));
+      launch::ternary_pack(codes.data(), s.Ms[p], s.K, words[p].data());
+      cuda::synchronize("norm in the prologue test: packing");
+      ys[p].resize(s.N * s.Ms[p]);
+      parts.push_back({words[p].data(), s.Ms[p], params[p].data(), ys[p].data()});
+    }
+    std::vector<float> add, want_sum;
+    cuda::DeviceBuffer<float> dadd(s.residual ? want[0].size() : 0), dsum(s.residual ? want[0].size() : 0);
+    if (s.residual) {
+      add = uniform(want[0].size(), 2.0, seed++);
+      for (std::size_t i = 0; i < add.size(); i += 5) add[i] = -0.0f;
+      for (std::size_t i = 1; i < add.size(); i += 5) add[i] = -want[0][i];
+      const ops::ElementwiseConfig ec{add.size()};
+      want_sum = ops::ResidualAdd::forward(ec, ops::ResidualAdd::Inputs<float>{Tensor<float>({add.size()}, add),
+                                                                               Tensor<float>({add.size()}, want[0])})
+                     .y.data;
+      dadd.upload(add);
+      parts[0].add = dadd.data();
+      parts[0].sum = dsum.data();
+    }
+    launch::NormPrologue np;
+    np.x = dx.data() + s.offset;
+    np.w = dg.data();
+    np.eps = static_cast<float>(1e-5);
+    np.floor_x = static_cast<float>(ops::BitLinear::kActFloor);
+    np.y = dy.data();
+    np.rstd = drstd.data();
+    np.codes = dq.data();
+    np.step = dstep.data();
+    launch::ternary_gemv_parts_norm(parts.data(), parts.size(), s.K, np, s.N);
+    cuda::synchronize("norm in the prologue test");
+    std::size_t d = 0;
+    for (std::size_t p = 0; p < s.Ms.size(); ++p) d += differing_bits(ys[p].download(), want[p]);
+    if (s.residual) d += differing_bits(dsum.download(), want_sum);
+    const std::vector<std::int8_t> got_q = dq.download();
+    for (std::size_t i = 0; i < n; ++i) d += got_q[i] != r.q[i] ? 1 : 0;
+    d += differing_bits(dy.download(), o.y.data) + differing_bits(drstd.download(), o.rstd.data) +
+         differing_bits(dstep.download(), r.step);
+    if (print && d != 0)
+      ADD_FAILURE() << "ternary_gemv_parts_norm N " << s.N << " K " << s.K << " parts " << s.Ms.size()
+                    << (s.residual ? " + residual" : "") << " offset " << s.offset << ": " << d
+                    << " values differ from RmsNorm, quantize_rows, BitLinear";
+    total += d;
+  }
+  return total;
+}
+
+}  // namespace
+
+TEST_F(DecodeKernelsGpu, NormInTheGemvPrologueEqualsTheSpecAndItsMutantIsCaught) {
+  for (int version : {2, 3}) {  // (v1's setting launches v2 too, without PDL)
+    launch::set_ternary_gemv_version(version);
+    EXPECT_EQ(norm_gemv_differences(true), 0u) << "v" << version;
+    cuda::set_mutant(cuda::Mutant::norm_quantize_stale_row);
+    const std::size_t planted = norm_gemv_differences(false);
+    cuda::set_mutant(cuda::Mutant::none);
+    std::printf("planted in the norm prologue (v%d): the codes of x, not of y: %zu values differ\n", version, planted);
+    EXPECT_GT(planted, 0u) << "the comparison did not see the codes of x (v" << version << ")";
+    EXPECT_EQ(norm_gemv_differences(true), 0u) << "v" << version << " after its mutant";
+  }
+  launch::set_ternary_gemv_version(0);
+  std::vector<float> v(3 * 64);
+  std::vector<std::int8_t> q(3 * 64);
+  launch::NormPrologue np{v.data(), v.data(), 1e-5f, 1e-5f, v.data(), v.data(), q.data(), v.data()};
+  launch::TernaryPart part{nullptr, 4, nullptr, nullptr};
+  EXPECT_THROW(launch::ternary_gemv_parts_norm(&part, 1, 64, np, 3), std::invalid_argument) << "3 rows";
 }

@@ -329,6 +329,14 @@ struct DecodeBackend<cuda::OpKernels> {
       std::size_t rows, ctx;
     };
     std::vector<PendingRope> ropes;
+    // The RMSNorm + codes not yet launched (session 11, LOCKSTEP_DECODE_NORM_GEMV,
+    // cuda::launch::decode_norm_gemv): the BitLinears that read its codes next
+    // run it in their launch's prologue (ternary_gemv_parts_norm, flush_gemvs);
+    // any other kernel launches it first (flush). st.xq/st.step are still its
+    // codes and steps afterwards (the fused launch's CTA 0 writes them).
+    bool norm_pending = false;
+    ops::NormConfig norm_config;
+    ops::RmsNorm::FwdArgs<float> norm_args{};
   };
   static const Ternary& ternary(State& st, const float* w, std::size_t out, std::size_t in) {
     auto it = st.ternary.find(w);
@@ -402,10 +410,53 @@ struct DecodeBackend<cuda::OpKernels> {
     flush_gemvs(st);
   }
   static void flush_gemvs(State& st) {
+    if (st.norm_pending) {
+      st.norm_pending = false;
+      if (norm_in_prologue(st)) {
+        const ops::RmsNorm::FwdArgs<float>& a = st.norm_args;
+        launch::NormPrologue np;
+        np.x = a.x;
+        np.w = a.w;
+        np.eps = static_cast<float>(st.norm_config.eps);
+        np.floor_x = static_cast<float>(ops::BitLinear::kActFloor);
+        np.y = a.y;
+        np.rstd = a.rstd;
+        np.codes = st.xq.data();
+        np.step = st.step.data();
+        launch::ternary_gemv_parts_norm(st.pending.data(), st.pending.size(), st.pending_in, np, st.pending_rows);
+        st.pending.clear();
+        return;
+      }
+      launch_norm(st, st.norm_config, st.norm_args);
+    }
     if (st.pending.empty()) return;
     launch::ternary_gemv_parts(st.pending.data(), st.pending.size(), st.pending_in, st.xq.data(), st.pending_rows,
                                st.step.data());
     st.pending.clear();
+  }
+  // Whether the pending BitLinears may run the deferred norm in their
+  // prologue: they read exactly its codes (its rows, its width), and nothing
+  // a CTA writes (the parts' y and sums; CTA 0's y, rstd) overlaps what
+  // another CTA reads (the norm's x and w, the residuals' other operands).
+  static bool norm_in_prologue(const State& st) {
+    const ops::NormConfig& c = st.norm_config;
+    const ops::RmsNorm::FwdArgs<float>& a = st.norm_args;
+    if (st.pending.empty() || st.pending_rows != c.rows || st.pending_in != c.dim) return false;
+    const std::size_t n = c.rows * c.dim;
+    for (const launch::TernaryPart& p : st.pending) {
+      const std::size_t m = c.rows * p.M;
+      for (const float* out : {static_cast<const float*>(p.y), static_cast<const float*>(p.sum)})
+        if (out != nullptr && (!disjoint(out, m, a.x, n) || !disjoint(out, m, a.w, c.dim) ||
+                               !disjoint(out, m, a.y, n) || !disjoint(out, m, a.rstd, c.rows)))
+          return false;
+      if (p.add != nullptr && (!disjoint(p.add, m, a.y, n) || !disjoint(p.add, m, a.rstd, c.rows))) return false;
+    }
+    return true;
+  }
+  // rmsnorm_quantize_i8 of the norm into st.xq/st.step (sized by the caller).
+  static void launch_norm(State& st, const ops::NormConfig& c, const ops::RmsNorm::FwdArgs<float>& a) {
+    cuda::launch::rmsnorm_quantize_i8(c.rows, c.dim, static_cast<float>(c.eps), a.x, a.w, a.y, a.rstd,
+                                      static_cast<float>(ops::BitLinear::kActFloor), st.xq.data(), st.step.data());
   }
   // Whether np floats at p and nq at q share no byte.
   static bool disjoint(const float* p, std::size_t np, const float* q, std::size_t nq) {
@@ -443,6 +494,7 @@ struct DecodeBackend<cuda::OpKernels> {
     st.pending.clear();
     st.act_pending = false;
     st.ropes.clear();
+    st.norm_pending = false;
   }
   // ReLU²·up deferred (true) where the norm after it may take it in
   // (act_norm): the session-10 epilogues and the session-8 changes on, in a
@@ -485,6 +537,10 @@ struct DecodeBackend<cuda::OpKernels> {
   // BitLinears run on the GEMVs (one ran already), and the fusion not turned
   // off (LOCKSTEP_DECODE_FUSION=0, cuda::launch::set_decode_fusion). Returns
   // whether st.xq/st.step hold the codes of a.y afterwards; else K's norm ran.
+  // With the session-11 norm in the GEMV's prologue on (decode_norm_gemv) and
+  // 1-2 rows (norm_gemv_fits) of an x apart from y and rstd, nothing is
+  // launched yet: the norm waits for the BitLinears on its codes
+  // (flush_gemvs), and any other kernel launches it first (flush).
   static bool rmsnorm(cuda::OpKernels& k, State& st, const ops::NormConfig& c,
                       const ops::RmsNorm::FwdArgs<float>& a) {
     flush(k, st);  // (the decode kernel set has flushed already; a norm writes st.xq)
@@ -495,8 +551,15 @@ struct DecodeBackend<cuda::OpKernels> {
     }
     st.xq.resize(c.rows * c.dim);
     st.step.resize(c.rows);
-    cuda::launch::rmsnorm_quantize_i8(c.rows, c.dim, static_cast<float>(c.eps), a.x, a.w, a.y, a.rstd,
-                                      static_cast<float>(ops::BitLinear::kActFloor), st.xq.data(), st.step.data());
+    const std::size_t n = c.rows * c.dim;
+    if (launch::decode_norm_gemv() && launch::norm_gemv_fits(c.rows, c.dim) && disjoint(a.x, n, a.y, n) &&
+        disjoint(a.x, n, a.rstd, c.rows) && disjoint(a.w, c.dim, a.y, n)) {
+      st.norm_pending = true;
+      st.norm_config = c;
+      st.norm_args = a;
+      return true;
+    }
+    launch_norm(st, c, a);
     return true;
   }
   static void store_rows(cuda::OpKernels&, const float* src, std::size_t ld, std::size_t rows, std::size_t width,

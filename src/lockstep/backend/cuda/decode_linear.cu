@@ -39,6 +39,7 @@
 
 #include "lockstep/backend/cuda/device.hpp"
 #include "lockstep/backend/cuda/head_gemv_launch.hpp"
+#include "lockstep/backend/cuda/mutant.hpp"
 #include "lockstep/backend/cuda/pdl.hpp"
 #include "lockstep/backend/cuda/pdl_device.cuh"
 #include "lockstep/backend/cuda/pdl_launch.cuh"
@@ -472,6 +473,21 @@ bool decode_epilogues() {
 void set_decode_epilogues(int on) { g_decode_epilogues.store(on < 0 ? -1 : (on != 0 ? 1 : 0)); }
 
 namespace {
+std::atomic<int> g_decode_norm_gemv{-1};  // -1: the environment's
+}
+
+bool decode_norm_gemv() {
+  const int set = g_decode_norm_gemv.load();
+  if (set >= 0) return set != 0;
+  static const bool env_on = [] {  // read once: asked three times a layer
+    const char* env = std::getenv("LOCKSTEP_DECODE_NORM_GEMV");
+    return env != nullptr && std::string(env) == "1";
+  }();
+  return env_on;
+}
+void set_decode_norm_gemv(int on) { g_decode_norm_gemv.store(on < 0 ? -1 : (on != 0 ? 1 : 0)); }
+
+namespace {
 std::atomic<int> g_ternary_version{0};  // 0: the environment's
 }
 
@@ -505,8 +521,8 @@ void ternary_pack(const float* codes, std::size_t M, std::size_t K, std::uint32_
   decode_pdl_fence();  // the GEMVs read these codes before their wait: the next decode launch is plain
 }
 
-void ternary_gemv_parts(const TernaryPart* parts, std::size_t count, std::size_t K, const std::int8_t* xq,
-                        std::size_t N, const float* step) {
+namespace {
+void check_parts(const TernaryPart* parts, std::size_t count, std::size_t K, std::size_t N) {
   if (count == 0 || count > kTernaryMaxParts)
     throw std::invalid_argument("ternary_gemv: " + std::to_string(count) + " parts (1 to " +
                                 std::to_string(kTernaryMaxParts) + " in a launch)");
@@ -517,15 +533,39 @@ void ternary_gemv_parts(const TernaryPart* parts, std::size_t count, std::size_t
   for (std::size_t p = 0; p < count; ++p)
     if (parts[p].M > 0x7FFFFFFFu)
       throw std::invalid_argument("ternary_gemv: M " + std::to_string(parts[p].M) + ": beyond the kernel's int extents");
+}
+
+TernaryV2Options v2_options(int version) {
+  TernaryV2Options options;
+  // v2pdl; not right after a weight was packed (pdl.hpp: the codes are read before the wait). Else
+  // LOCKSTEP_DECODE_PDL decides (ternary_gemv_v2.cu's launch_decode, plain after the pack too).
+  options.pdl = version == 3 && !decode_pdl_fenced();
+  options.drop_last_unit = g_mutant == DecodeLinearMutant::ternary_last_unit_dropped;
+  options.half_warp_join = g_mutant == DecodeLinearMutant::ternary_v2_half_warp_join;
+  options.residual_contracted = g_mutant == DecodeLinearMutant::ternary_residual_contracted;
+  return options;
+}
+}  // namespace
+
+void ternary_gemv_parts_norm(const TernaryPart* parts, std::size_t count, std::size_t K, const NormPrologue& norm,
+                             std::size_t N) {
+  check_parts(parts, count, K, N);
+  if (!norm_gemv_fits(N, K))
+    throw std::invalid_argument("ternary_gemv (norm prologue): " + std::to_string(N) + " rows of " +
+                                std::to_string(K) + ": outside its 1-" + std::to_string(kNormGemvMaxRows) +
+                                " rows of at most " + std::to_string(kNormGemvMaxDim));
+  TernaryV2Options options = v2_options(ternary_gemv_version());
+  options.norm = &norm;
+  options.norm_stale_row = mutant() == Mutant::norm_quantize_stale_row;
+  ternary_gemv_parts_v2(parts, count, K, nullptr, N, nullptr, options);
+}
+
+void ternary_gemv_parts(const TernaryPart* parts, std::size_t count, std::size_t K, const std::int8_t* xq,
+                        std::size_t N, const float* step) {
+  check_parts(parts, count, K, N);
+  if (N == 0) return;
   if (const int version = ternary_gemv_version(); version >= 2) {
-    TernaryV2Options options;
-    // v2pdl; not right after a weight was packed (pdl.hpp: the codes are read before the wait). Else
-    // LOCKSTEP_DECODE_PDL decides (ternary_gemv_v2.cu's launch_decode, plain after the pack too).
-    options.pdl = version == 3 && !decode_pdl_fenced();
-    options.drop_last_unit = g_mutant == DecodeLinearMutant::ternary_last_unit_dropped;
-    options.half_warp_join = g_mutant == DecodeLinearMutant::ternary_v2_half_warp_join;
-    options.residual_contracted = g_mutant == DecodeLinearMutant::ternary_residual_contracted;
-    ternary_gemv_parts_v2(parts, count, K, xq, N, step, options);
+    ternary_gemv_parts_v2(parts, count, K, xq, N, step, v2_options(version));
     return;
   }
   Parts a{};

@@ -96,6 +96,44 @@ void set_ternary_gemv_version(int version);
 bool decode_epilogues();
 void set_decode_epilogues(int on);
 
+// The session-11 norm in the GEMV's prologue (docs/perf/DECODE_CUDA.md §15):
+// at 1-2 rows (norm_gemv_fits), the decode's RMSNorm + codes
+// (rmsnorm_quantize_i8) is not launched; the BitLinear GEMV that reads its
+// codes runs it in each CTA's prologue (ternary_gemv_parts_norm). Off unless
+// the environment says LOCKSTEP_DECODE_NORM_GEMV=1 (read once);
+// set_decode_norm_gemv(1 or 0) overrides it (tests), -1 goes back to the
+// environment. It needs the session-8 changes (LOCKSTEP_DECODE_FUSION) on.
+// The bits are the same either way.
+bool decode_norm_gemv();
+void set_decode_norm_gemv(int on);
+
+// The norm of the prologue: rmsnorm_quantize_i8's operands (norm.cu,
+// pointwise_launch.hpp) for x [N, K] (the norm's dim is the GEMV's K): y =
+// RmsNorm(x; w, eps) [N, K], rstd [N], codes [N, K] and step [N] of y as
+// ops::quantize_rows with floor_x. CTA 0 writes y, rstd, codes, step; the
+// parts' outputs must not overlap x, w or these (the caller checks).
+struct NormPrologue {
+  const float* x = nullptr;
+  const float* w = nullptr;
+  float eps = 0.0f, floor_x = 0.0f;
+  float* y = nullptr;
+  float* rstd = nullptr;
+  std::int8_t* codes = nullptr;
+  float* step = nullptr;
+};
+inline constexpr std::size_t kNormGemvMaxRows = 2;  // each CTA repeats the norm of every row
+inline constexpr std::size_t kNormGemvMaxDim = 8192;  // row_cta's staged row (kMaxDim)
+inline bool norm_gemv_fits(std::size_t N, std::size_t K) {
+  return N > 0 && N <= kNormGemvMaxRows && K > 0 && K <= kNormGemvMaxDim;
+}
+// ternary_gemv_parts on the codes of rmsnorm_quantize_i8(norm) made in the
+// prologue: the parts' cells (and their residual sums) and the norm's y, rstd,
+// codes, step, each as the two launches compute them, in one launch (v2's
+// kernel; a programmatic dependent launch under LOCKSTEP_TERNARY_GEMV=v2pdl).
+// N, K: norm_gemv_fits (else std::invalid_argument).
+void ternary_gemv_parts_norm(const TernaryPart* parts, std::size_t count, std::size_t K, const NormPrologue& norm,
+                             std::size_t N);
+
 // v2 itself, for the launcher above and the host emulator's test
 // (tests/cuda/ternary_gemv_emu_test.cpp). Arguments as ternary_gemv_parts's,
 // already checked by it (count 1..kTernaryMaxParts, K <= 96 Ki, N and each M
@@ -106,6 +144,9 @@ struct TernaryV2Options {
   bool half_warp_join = false;          // DecodeLinearMutant::ternary_v2_half_warp_join
   bool residual_contracted = false;     // DecodeLinearMutant::ternary_residual_contracted
   bool plant_no_reuse_barrier = false;  // host emulator only: no barrier before the next chunk restages x
+  const NormPrologue* norm = nullptr;   // the norm prologue (xq and step unused: the prologue makes them)
+  bool norm_stale_row = false;          // Mutant::norm_quantize_stale_row in the prologue (the codes of x)
+  bool plant_norm_blocked_lanes = false;  // host emulator only: the prologue's rs with lanes folding contiguous runs
 };
 void ternary_gemv_parts_v2(const TernaryPart* parts, std::size_t count, std::size_t K, const std::int8_t* xq,
                            std::size_t N, const float* step, const TernaryV2Options& options);

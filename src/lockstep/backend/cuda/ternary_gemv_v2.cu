@@ -36,11 +36,27 @@
 //   * the join's result is in every lane (xor shuffles), and lane
 //     (r·NB + n) mod 32 stores cell (n, r): the stores spread over the warp.
 //
+// The norm in the prologue (LOCKSTEP_DECODE_NORM_GEMV, TernaryV2Options::norm;
+// docs/perf/DECODE_CUDA.md §15): at 1 or 2 rows the decode's RMSNorm + codes
+// (norm.cu's rmsnorm_quantize_i8) is a single-CTA launch whose only reader is
+// this kernel. With a NormPrologue, each CTA, after its weight prefetch and
+// the wait, stages the float rows x itself and runs the norm with row_cta.cuh's
+// own functions on its 128 threads (stage_row, norm_scale_staged: rs by
+// rms_rstd's canonical tree, y = (x·rs)·w, the CTA's max, RowScale;
+// store_codes), the codes into its shared activation buffer and the steps
+// into shared memory: the standalone kernel's bits by construction (the same
+// calls; the thread count changes no bit, row_cta.cuh). CTA 0 alone also
+// writes the norm's global outputs y, rstd, codes and step, so that any other
+// reader (LoRA's branch reads y) sees the standalone kernel's bits. Every CTA
+// repeats the norm (2560 floats from L2 and two barriers a row against a
+// ~5 µs launch of its own); the rows are bounded by kNormGemvMaxRows.
+//
 // The kernel is written with the LS_* hooks so that the host fiber emulator
 // (tests/cuda/cuda_host_emu.hpp, tests/cuda/ternary_gemv_emu_test.cpp) runs it
 // on the CPU under shuffled thread orders against ops::BitLinear::forward.
 #include <cstddef>
 #include <cstdint>
+#include <stdexcept>
 
 #include "lockstep/backend/cuda/decode_linear_launch.hpp"
 #include "lockstep/backend/cuda/device.hpp"
@@ -48,6 +64,7 @@
 #include "lockstep/backend/cuda/pdl_launch.cuh"
 #endif
 #include "lockstep/backend/cuda/pdl_device.cuh"
+#include "lockstep/backend/cuda/row_cta.cuh"
 #include "lockstep/backend/cuda/ternary_epilogue.cuh"
 #include "lockstep/backend/cuda/ternary_word.hpp"
 #include "lockstep/backend/cuda/trace_launch.hpp"
@@ -90,7 +107,22 @@ struct V2Args {
   bool half_warp_join;   // DecodeLinearMutant::ternary_v2_half_warp_join
   bool residual_contracted;  // DecodeLinearMutant::ternary_residual_contracted
   bool plant_no_reuse_barrier;  // the emulator test's planted bug (read only under LS_HOST_EMULATOR)
+  NormPrologue norm;            // the norm prologue's operands (kernels with kNormPrologue only)
+  bool plant_norm_blocked_lanes;  // the emulator test's planted bug (read only under LS_HOST_EMULATOR)
 };
+
+// The kernel's norm flags (its template parameter Norm): the norm prologue, its
+// 16-byte path (D % 4 == 0 and x, w, y aligned, codes 4-byte aligned), and the
+// mutant Mutant::norm_quantize_stale_row (the codes of x, not of y).
+constexpr int kNormPrologue = 1, kNormVec = 2, kNormStale = 4;
+constexpr int kNormBlocked = 8;  // the emulator test's planted bug: rs with lanes folding contiguous runs
+
+// The norm prologue's shared memory after the NB·Kp codes: the staged float
+// row (D rounded up to 4), then row_cta's partial [kWarps·4], s_rs [4], s_key
+// and s_mag [kWarps each] and the rows' steps [4] (floats).
+constexpr std::size_t norm_smem_floats(std::size_t D) {
+  return (D + 3) / 4 * 4 + cuda::detail::row_cta::kWarps * 4 + 4 + 2 * cuda::detail::row_cta::kWarps + 4;
+}
 
 template <class T>
 __device__ __forceinline__ T v2_part_of(const T (&v)[kTernaryMaxParts], int p) {
@@ -126,7 +158,48 @@ __device__ __forceinline__ void unit_dots(const uint4 (&c)[R], const std::int8_t
   }
 }
 
-template <int NB, int Pre>
+// The norm prologue (see the head comment): rows n < nb of the norm's x
+// [nb, K] normalized and quantized as rmsnorm_quantize_i8's CTA path does,
+// their codes into xs [nb][Kp] (zero past K) and steps into the returned
+// shared array; CTA 0 also writes y, rstd, codes and step. after: the shared
+// memory past xs. The caller synchronizes before reading xs or the steps.
+template <int Norm>
+__device__ __forceinline__ const float* norm_prologue(const NormPrologue& nm, int K, int Kp, int nb,
+                                                      std::int8_t* xs, float* after) {
+  namespace rc = cuda::detail::row_cta;
+  constexpr bool Vec = (Norm & kNormVec) != 0, Stale = (Norm & kNormStale) != 0, Blocked = (Norm & kNormBlocked) != 0;
+  constexpr unsigned T = static_cast<unsigned>(kV2Threads);
+  const std::size_t D = static_cast<std::size_t>(K);
+  float4* row = reinterpret_cast<float4*>(after);
+  float* partial = after + (D + 3) / 4 * 4;
+  float* s_rs = partial + rc::kWarps * 4;
+  auto* s_key = reinterpret_cast<std::int32_t*>(s_rs + 4);
+  auto* s_mag = reinterpret_cast<std::uint32_t*>(s_key + rc::kWarps);
+  float* s_step = reinterpret_cast<float*>(s_mag + rc::kWarps);
+  const int tid = static_cast<int>(threadIdx.x);
+  const bool first = blockIdx.x == 0;
+  const int pad = Kp - K;  // codes past K: 0 (their fields multiply nothing)
+  for (int e = tid; e < nb * pad; e += kV2Threads) xs[static_cast<i64>(e / pad) * Kp + K + e % pad] = 0;
+  for (int n = 0; n < nb; ++n) {
+    if (n > 0) __syncthreads();  // (row n - 1's shared scalars and staged row are done with)
+    rc::stage_row<Vec, T>(nm.x + static_cast<i64>(n) * K, D, row, [](float) {});
+    __syncthreads();
+    const rc::RowScale sc = rc::norm_scale_staged<Vec, Stale, T, true, Blocked>(
+        row, D, nm.eps, nm.w, first ? nm.y + static_cast<i64>(n) * K : nullptr, first ? nm.rstd + n : nullptr,
+        nm.floor_x, partial, s_rs, s_key, s_mag);
+    rc::store_codes<std::int8_t, false, Vec, T>(row, D, sc, xs + static_cast<i64>(n) * Kp, nullptr);
+    if (first) rc::store_codes<std::int8_t, false, Vec, T>(row, D, sc, nm.codes + static_cast<i64>(n) * K, nullptr);
+    if (tid == 0) {
+      s_step[n] = sc.st;
+      if (first) nm.step[n] = sc.st;
+    }
+  }
+  return s_step;
+}
+
+// Norm: 0, the codes xq and steps read from global memory; kNormPrologue (|
+// kNormVec, | kNormStale): the norm prologue makes them (one chunk: N <= NB).
+template <int NB, int Pre, int Norm = 0>
 __global__ void __launch_bounds__(kV2Threads) ternary_gemv_v2_kernel(const V2Args a) {
   constexpr int R = rows_a_warp(NB);
   pdl::pdl_trigger();  // PDL (pdl_device.cuh; v2pdl, LOCKSTEP_DECODE_PDL): the next kernel may launch now
@@ -167,8 +240,11 @@ __global__ void __launch_bounds__(kV2Threads) ternary_gemv_v2_kernel(const V2Arg
   const bool vec = K % 16 == 0 && (reinterpret_cast<std::uintptr_t>(xq) & 15u) == 0;
   for (int n0 = 0; n0 < N; n0 += NB) {
     const int nb = N - n0 < NB ? N - n0 : NB;
+    const float* step = a.step + n0;
     // Stage the chunk's activation codes (16-byte loads where K allows; zero past K).
-    if (vec) {
+    if constexpr ((Norm & kNormPrologue) != 0) {
+      step = norm_prologue<Norm>(a.norm, K, Kp, nb, xs, smem_floats + static_cast<i64>(NB) * Kp / 4);
+    } else if (vec) {
       const int vk = K / 16, vp = Kp / 16;
       for (int e = tid; e < nb * vp; e += kV2Threads) {
         const int n = e / vp, v = e - n * vp;
@@ -213,7 +289,7 @@ __global__ void __launch_bounds__(kV2Threads) ternary_gemv_v2_kernel(const V2Arg
 #pragma unroll
       for (int n = 0; n < NB; ++n) {
         if (n >= nb) break;
-        const float st = a.step[n0 + n];
+        const float st = step[n];
 #pragma unroll
         for (int r = 0; r < R; ++r) {
           int v = acc[n][r] - sx[n];
@@ -232,10 +308,11 @@ __global__ void __launch_bounds__(kV2Threads) ternary_gemv_v2_kernel(const V2Arg
   }
 }
 
-template <int NB, int Pre>
+template <int NB, int Pre, int Norm = 0>
 void launch_v2_as(const V2Args& a, unsigned blocks, bool pdl) {
-  const int bytes = NB * a.U * 64;
-  auto* kernel = ternary_gemv_v2_kernel<NB, Pre>;
+  const int bytes = NB * a.U * 64 +
+                    (Norm != 0 ? static_cast<int>(norm_smem_floats(static_cast<std::size_t>(a.K)) * sizeof(float)) : 0);
+  auto* kernel = ternary_gemv_v2_kernel<NB, Pre, Norm>;
 #if defined(LS_HOST_EMULATOR)
   (void)pdl;
   LS_LAUNCH(kernel, dim3(blocks), dim3(kV2Threads), bytes, a);
@@ -254,10 +331,24 @@ void launch_v2_as(const V2Args& a, unsigned blocks, bool pdl) {
 #endif
 }
 
-template <int NB>
+template <int NB, int Norm = 0>
 void launch_v2(const V2Args& a, unsigned blocks, bool pdl) {
-  if (a.U <= 64) launch_v2_as<NB, 2>(a, blocks, pdl);
-  else launch_v2_as<NB, 4>(a, blocks, pdl);
+  if (a.U <= 64) launch_v2_as<NB, 2, Norm>(a, blocks, pdl);
+  else launch_v2_as<NB, 4, Norm>(a, blocks, pdl);
+}
+
+// The norm prologue's launch: nb (1 or 2) rows, the flags of x, w, y, codes.
+template <int NB>
+void launch_v2_norm(const V2Args& a, unsigned blocks, bool pdl, bool stale) {
+  const NormPrologue& nm = a.norm;
+  const auto aligned = [](const void* p, std::uintptr_t n) { return reinterpret_cast<std::uintptr_t>(p) % n == 0; };
+  const bool vec = a.K % 4 == 0 && aligned(nm.x, 16) && aligned(nm.w, 16) && aligned(nm.y, 16) && aligned(nm.codes, 4);
+#if defined(LS_HOST_EMULATOR)
+  if (a.plant_norm_blocked_lanes) return launch_v2<NB, kNormPrologue | kNormBlocked>(a, blocks, pdl);
+#endif
+  if (stale) launch_v2<NB, kNormPrologue | kNormStale>(a, blocks, pdl);
+  else if (vec) launch_v2<NB, kNormPrologue | kNormVec>(a, blocks, pdl);
+  else launch_v2<NB, kNormPrologue>(a, blocks, pdl);
 }
 
 }  // namespace
@@ -267,8 +358,11 @@ void ternary_gemv_parts_v2(const TernaryPart* parts, std::size_t count, std::siz
   // The caller (ternary_gemv_parts) has checked count, K, N and each M against the int extents.
   if (count == 0 || N == 0) return;
   const std::size_t U = ternary_units(K), Kp = U * 64;
+  const NormPrologue* norm = options.norm;
+  if (norm != nullptr && !norm_gemv_fits(N, K))
+    throw std::invalid_argument("ternary_gemv v2 (norm prologue): rows or K outside norm_gemv_fits");
   // Batch rows per chunk: the largest of 1, 2, 4, 8, 16 whose codes fit 96 KiB, and no larger than N needs.
-  std::size_t cap = static_cast<std::size_t>(kV2SmemCap) / Kp;
+  std::size_t cap = static_cast<std::size_t>(kV2SmemCap - (norm != nullptr ? norm_smem_floats(K) * sizeof(float) : 0)) / Kp;
   if (cap > static_cast<std::size_t>(kV2MaxRows)) cap = kV2MaxRows;
   std::size_t nb = 1;
   while (nb * 2 <= cap && nb < N) nb *= 2;
@@ -297,6 +391,23 @@ void ternary_gemv_parts_v2(const TernaryPart* parts, std::size_t count, std::siz
   a.half_warp_join = options.half_warp_join;
   a.residual_contracted = options.residual_contracted;
   a.plant_no_reuse_barrier = options.plant_no_reuse_barrier;
+  if (norm != nullptr) {
+    a.norm = *norm;
+    a.plant_norm_blocked_lanes = options.plant_norm_blocked_lanes;
+    const bool mutant = options.drop_last_unit || options.half_warp_join || options.residual_contracted ||
+                        options.norm_stale_row || options.plant_norm_blocked_lanes;
+    bool residual = false;
+    for (std::size_t p = 0; p < count; ++p) residual = residual || a.parts.sum[p] != nullptr;
+    static const char* const kParts[kTernaryMaxParts] = {"", ", 2 parts", ", 3 parts"};
+    trace::launched(trace::compose("ternary_gemv v2 (norm prologue", mutant ? ", mutant" : "",
+                                   options.pdl ? ", PDL" : "", kParts[count - 1], residual ? ", + residual" : "",
+                                   ")"));
+    const unsigned g = static_cast<unsigned>(blocks);
+    if (nb == 1) launch_v2_norm<1>(a, g, options.pdl, options.norm_stale_row);
+    else launch_v2_norm<2>(a, g, options.pdl, options.norm_stale_row);
+    check_launch("ternary_gemv v2 (norm prologue)");
+    return;
+  }
   static constexpr const char* kNames[2][2][kTernaryMaxParts] = {
       {{"ternary_gemv v2 (rows a warp)", "ternary_gemv v2 (rows a warp, 2 parts)",
         "ternary_gemv v2 (rows a warp, 3 parts)"},
