@@ -6,6 +6,12 @@
 //                [--d D --layers L --heads H --kv-heads K --ff F --vocab V --ctx C]
 //                [--profile PASSES]   (CUDA: after each batch's timed passes, PASSES
 //                                      more under the step profile, its table printed)
+//                [--variants "NAME:key=value,...;NAME:..."]   (CUDA: the batches once per
+//                                      variant in this one process — one start-up, one model —
+//                                      each under its kernel choices: pdl=0|1,
+//                                      head=v1|v2|v2wide, attention=v1|v2|v2pdl|auto|v3,
+//                                      gemv=v1|v2|v2pdl, epilogues=0|1, normgemv=0|1; keys
+//                                      not named take the environment's choice)
 //                [--capture PASSES]   (CUDA: after each batch's timed passes, PASSES more
 //                                      inside cudaProfilerStart/Stop, graphs as timed, for
 //                                      `ncu --profile-from-start off`: device time a kernel)
@@ -74,6 +80,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -93,8 +100,12 @@
 #include "lockstep/tensor/convert.hpp"
 #include "lockstep/util/parallel.hpp"
 #if defined(LOCKSTEP_HAVE_CUDA)
+#include "lockstep/backend/cuda/decode_launch.hpp"
+#include "lockstep/backend/cuda/decode_linear_launch.hpp"
 #include "lockstep/backend/cuda/device.hpp"
 #include "lockstep/backend/cuda/graph.hpp"
+#include "lockstep/backend/cuda/head_gemv_launch.hpp"
+#include "lockstep/backend/cuda/pdl.hpp"
 #include "lockstep/backend/cuda/profile.hpp"
 #include "lockstep/backend/cuda/trace.hpp"
 #endif
@@ -158,6 +169,78 @@ double device_copy_bandwidth(std::size_t bytes, int reps) {
 #endif
 
 using lockstep::bench::parse_list;
+
+// --variants: named sets of kernel choices, each applied through the CUDA
+// backend's switches (the ones the tests use) before its batches run.
+struct Variant {
+  std::string name;
+  std::vector<std::pair<std::string, std::string>> choices;
+};
+std::vector<Variant> parse_variants(const std::string& text) {
+  std::vector<Variant> out;
+  std::size_t at = 0;
+  while (at <= text.size()) {
+    const std::size_t end = std::min(text.find(';', at), text.size());
+    const std::string item = text.substr(at, end - at);
+    at = end + 1;
+    if (item.empty()) continue;
+    const std::size_t colon = item.find(':');
+    Variant v;
+    v.name = item.substr(0, colon);
+    if (v.name.empty()) throw std::invalid_argument("--variants: a variant without a name in '" + item + "'");
+    if (colon != std::string::npos) {
+      std::size_t p = colon + 1;
+      while (p <= item.size()) {
+        const std::size_t q = std::min(item.find(',', p), item.size());
+        const std::string kv = item.substr(p, q - p);
+        p = q + 1;
+        if (kv.empty()) continue;
+        const std::size_t eq = kv.find('=');
+        if (eq == std::string::npos || eq == 0 || eq + 1 == kv.size())
+          throw std::invalid_argument("--variants: expected key=value, got '" + kv + "' in variant " + v.name);
+        v.choices.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+      }
+    }
+    out.push_back(std::move(v));
+  }
+  if (out.empty()) throw std::invalid_argument("--variants: no variant in '" + text + "'");
+  return out;
+}
+
+#if defined(LOCKSTEP_HAVE_CUDA)
+int version_of(const std::string& key, const std::string& value, std::initializer_list<const char*> names) {
+  int i = 1;
+  for (const char* n : names) {
+    if (value == n) return i;
+    ++i;
+  }
+  throw std::invalid_argument("--variants: " + key + "=" + value + " is not one of its choices");
+}
+int on_off(const std::string& key, const std::string& value) {
+  if (value == "0" || value == "1") return value == "1" ? 1 : 0;
+  throw std::invalid_argument("--variants: " + key + "=" + value + ": expected 0 or 1");
+}
+// Every switch back to the environment's choice, then the variant's.
+void apply_variant(const Variant& v) {
+  namespace cl = lockstep::cuda::launch;
+  lockstep::cuda::set_decode_pdl(-1);
+  cl::set_head_gemv_version(0);
+  cl::set_decode_attention_version(0);
+  cl::set_ternary_gemv_version(0);
+  cl::set_decode_epilogues(-1);
+  cl::set_decode_norm_gemv(-1);
+  for (const auto& [key, value] : v.choices) {
+    if (key == "pdl") lockstep::cuda::set_decode_pdl(on_off(key, value));
+    else if (key == "head") cl::set_head_gemv_version(version_of(key, value, {"v1", "v2", "v2wide"}));
+    else if (key == "attention")
+      cl::set_decode_attention_version(version_of(key, value, {"v1", "v2", "v2pdl", "auto", "v3"}));
+    else if (key == "gemv") cl::set_ternary_gemv_version(version_of(key, value, {"v1", "v2", "v2pdl"}));
+    else if (key == "epilogues") cl::set_decode_epilogues(on_off(key, value));
+    else if (key == "normgemv") cl::set_decode_norm_gemv(on_off(key, value));
+    else throw std::invalid_argument("--variants: unknown key '" + key + "' in variant " + v.name);
+  }
+}
+#endif
 
 // Fills the parameters of a large synthetic model (2.4G values) in parallel:
 // 16-bit hashes of (parameter, index) mapped to values; the embedding on the
@@ -233,7 +316,7 @@ std::uint32_t gguf_matrix_type(const std::string& name) {
 
 int main(int argc, char** argv) try {
   using namespace lockstep;
-  std::string family = "llama", device = "cpu", batches = "1,8", preset, model_file, write_file, write_type = "f16";
+  std::string family = "llama", device = "cpu", batches = "1,8", variants_arg, preset, model_file, write_file, write_type = "f16";
   long d = 1024, layers = 8, heads = 16, kv = 4, ff = 2816, vocab = 32000, ctx = 512;
   bool ctx_given = false, type_given = false;
   long prompt = 32, tokens = 32, profile_passes = 0, capture_passes = 0;
@@ -264,6 +347,7 @@ int main(int argc, char** argv) try {
     else if (a == "--threads") threads = std::stoi(next());
     else if (a == "--profile") profile_passes = std::stol(next());
     else if (a == "--capture") capture_passes = std::stol(next());
+    else if (a == "--variants") variants_arg = next();
     else if (a == "--training-model") training_model = true;
     else {
       std::fprintf(stderr, "decode_bench: unknown argument %s (see the comment at the top of decode_bench.cpp)\n",
@@ -375,91 +459,103 @@ int main(int argc, char** argv) try {
   fmt::print("copy bandwidth {:.2f} GB/s at the start (STREAM copy: 2 x bytes / time, best of 5)\n", bw / 1e9);
   fmt::print("{:>5} {:>12} {:>12} {:>14} {:>14} {:>9} {:>10}\n", "batch", "prefill t/s", "decode t/s", "bytes/token",
              "bound t/s", "of bound", "cpu share");
-  for (std::size_t B : parse_list(batches)) {
-    const double bw_now = copy_bandwidth();
-    bw = std::max(bw, bw_now);
-    fmt::print("copy bandwidth {:.2f} GB/s before batch {} (the bound below: the best of the run, {:.2f} GB/s)\n",
-               bw_now / 1e9, B, bw / 1e9);
-    // The cache of --ctx positions (cfg.max_seq; a file's model keeps the file's max_seq as its own).
-    auto s = m->decoder(B, static_cast<std::size_t>(cfg.max_seq));
-    ad::Rng rng(B);
-    std::vector<std::vector<std::int32_t>> prompts(B);
-    for (auto& p : prompts)
-      for (long i = 0; i < prompt; ++i) p.push_back(static_cast<std::int32_t>(rng.below(static_cast<std::size_t>(vocab))));
-    s->prefill(0, std::vector<std::int32_t>{1}, false, threads);  // packs the weights (once a session)
-    s->clear(0);
-    auto t0 = Clock::now();
-    for (std::size_t b = 0; b < B; ++b) s->prefill(b, prompts[b], false, threads);
-    const double prefill_s = seconds_since(t0);
-    std::vector<std::size_t> slots(B);
-    for (std::size_t b = 0; b < B; ++b) slots[b] = b;
-    std::vector<std::int32_t> next(B, 1);
+  const std::vector<Variant> variants = variants_arg.empty() ? std::vector<Variant>{Variant{}} : parse_variants(variants_arg);
+  if (!variants_arg.empty() && device != "cuda") throw std::invalid_argument("--variants applies to --device cuda");
+  for (const Variant& variant : variants) {
 #if defined(LOCKSTEP_HAVE_CUDA)
-    if (device == "cuda") lockstep::cuda::trace::process_log().reset_launches();
-    const std::size_t waits0 = device == "cuda" ? lockstep::cuda::host_waits() : 0;
-    const std::size_t replays0 = device == "cuda" ? lockstep::cuda::graph::stats().launches : 0;
-#endif
-    t0 = Clock::now();
-    const double cpu0 = cpu_seconds();
-    for (long t = 0; t < tokens; ++t) {
-      const std::vector<float> l = s->decode(slots, next, threads);
-      for (std::size_t b = 0; b < B; ++b)
-        next[b] = static_cast<std::int32_t>(std::max_element(l.begin() + static_cast<std::ptrdiff_t>(b * vocab),
-                                                             l.begin() + static_cast<std::ptrdiff_t>((b + 1) * vocab)) -
-                                            (l.begin() + static_cast<std::ptrdiff_t>(b * vocab)));
-    }
-    const double decode_s = seconds_since(t0);
-    // The share of its threads' time the decode ran on a CPU: under 100% the
-    // machine was shared (other processes held the cores), or threads waited.
-    const double cpu_share = (cpu_seconds() - cpu0) / (decode_s * static_cast<double>(threads));
-    std::string per_pass;  // CUDA: what one decode pass launches and waits for
-#if defined(LOCKSTEP_HAVE_CUDA)
-    if (device == "cuda") {
-      long launches = 0;
-      for (const auto& [name, count] : lockstep::cuda::trace::process_log().launches()) launches += count;
-      const std::size_t replays = lockstep::cuda::graph::stats().launches - replays0;
-      per_pass = fmt::format("   {:.0f} kernel launches and {:.1f} host waits a pass; CUDA graphs: {}",
-                             static_cast<double>(launches) / static_cast<double>(tokens),
-                             static_cast<double>(lockstep::cuda::host_waits() - waits0) / static_cast<double>(tokens),
-                             replays > 0 ? fmt::format("used, {} of {} passes ran as a graph", replays, tokens)
-                                         : std::string("not used"));
+    if (!variant.name.empty()) {
+      apply_variant(variant);
+      std::string what;
+      for (const auto& [key, value] : variant.choices) what += (what.empty() ? "" : ",") + key + "=" + value;
+      fmt::print("variant {} ({})\n", variant.name, what.empty() ? "the environment's choices" : what);
     }
 #endif
-    const double mean_len = static_cast<double>(prompt) + static_cast<double>(tokens) / 2.0;
-    const double weights = dm != nullptr ? static_cast<double>(dm->bytes().per_pass())
-                                         : weight_bytes(cfg, std::as_const(*m).params(), device == "cuda", head_f16, B);
-    const double per_token =
-        (weights + static_cast<double>(B) * (embed_row + kv_per_pos * mean_len)) / static_cast<double>(B);
-    const double rate = static_cast<double>(B) * static_cast<double>(tokens) / decode_s;
-    const double bound = bw / per_token;
-    fmt::print("{:>5} {:>12.1f} {:>12.2f} {:>14.0f} {:>14.2f} {:>8.1f}% {:>9.1f}%{}\n", B,
-               static_cast<double>(B) * static_cast<double>(prompt) / prefill_s, rate, per_token, bound,
-               100.0 * rate / bound, 100.0 * cpu_share, per_pass);
-    if (dm != nullptr) fmt::print("resident after batch {}: {}\n", B, resident_memory());
-    std::fflush(stdout);
+    for (std::size_t B : parse_list(batches)) {
+      const double bw_now = copy_bandwidth();
+      bw = std::max(bw, bw_now);
+      fmt::print("copy bandwidth {:.2f} GB/s before batch {} (the bound below: the best of the run, {:.2f} GB/s)\n",
+                 bw_now / 1e9, B, bw / 1e9);
+      // The cache of --ctx positions (cfg.max_seq; a file's model keeps the file's max_seq as its own).
+      auto s = m->decoder(B, static_cast<std::size_t>(cfg.max_seq));
+      ad::Rng rng(B);
+      std::vector<std::vector<std::int32_t>> prompts(B);
+      for (auto& p : prompts)
+        for (long i = 0; i < prompt; ++i) p.push_back(static_cast<std::int32_t>(rng.below(static_cast<std::size_t>(vocab))));
+      s->prefill(0, std::vector<std::int32_t>{1}, false, threads);  // packs the weights (once a session)
+      s->clear(0);
+      auto t0 = Clock::now();
+      for (std::size_t b = 0; b < B; ++b) s->prefill(b, prompts[b], false, threads);
+      const double prefill_s = seconds_since(t0);
+      std::vector<std::size_t> slots(B);
+      for (std::size_t b = 0; b < B; ++b) slots[b] = b;
+      std::vector<std::int32_t> next(B, 1);
 #if defined(LOCKSTEP_HAVE_CUDA)
-    if (device == "cuda" && capture_passes > 0) {
-      // The profiler's window over a few passes as they were timed (graphs and
-      // all): ncu sees these kernels only, not the start-up gates or the warm-up.
-      cuda::profile::capture_start();
-      for (long t = 0; t < capture_passes; ++t) (void)s->decode(slots, next, threads);
-      cuda::profile::capture_stop();
-    }
-    if (device == "cuda" && profile_passes > 0) {
-      // More passes under the step profile (every launch timed with events);
-      // the cache keeps growing, so these run at slightly longer lengths.
-      cuda::profile::begin();
-      for (long t = 0; t < profile_passes; ++t) {
-        (void)s->decode(slots, next, threads);
-        cuda::profile::mark("(host: between passes)");
+      if (device == "cuda") lockstep::cuda::trace::process_log().reset_launches();
+      const std::size_t waits0 = device == "cuda" ? lockstep::cuda::host_waits() : 0;
+      const std::size_t replays0 = device == "cuda" ? lockstep::cuda::graph::stats().launches : 0;
+#endif
+      t0 = Clock::now();
+      const double cpu0 = cpu_seconds();
+      for (long t = 0; t < tokens; ++t) {
+        const std::vector<float> l = s->decode(slots, next, threads);
+        for (std::size_t b = 0; b < B; ++b)
+          next[b] = static_cast<std::int32_t>(std::max_element(l.begin() + static_cast<std::ptrdiff_t>(b * vocab),
+                                                               l.begin() + static_cast<std::ptrdiff_t>((b + 1) * vocab)) -
+                                              (l.begin() + static_cast<std::ptrdiff_t>(b * vocab)));
       }
-      const cuda::profile::Result pr = cuda::profile::end();
-      fmt::print("step profile of {} decode passes at batch {}:\n{}", profile_passes, B,
-                 cuda::profile::table(pr, static_cast<int>(profile_passes), 1e3 * decode_s / static_cast<double>(tokens)));
-      std::fflush(stdout);
-    }
+      const double decode_s = seconds_since(t0);
+      // The share of its threads' time the decode ran on a CPU: under 100% the
+      // machine was shared (other processes held the cores), or threads waited.
+      const double cpu_share = (cpu_seconds() - cpu0) / (decode_s * static_cast<double>(threads));
+      std::string per_pass;  // CUDA: what one decode pass launches and waits for
+#if defined(LOCKSTEP_HAVE_CUDA)
+      if (device == "cuda") {
+        long launches = 0;
+        for (const auto& [name, count] : lockstep::cuda::trace::process_log().launches()) launches += count;
+        const std::size_t replays = lockstep::cuda::graph::stats().launches - replays0;
+        per_pass = fmt::format("   {:.0f} kernel launches and {:.1f} host waits a pass; CUDA graphs: {}",
+                               static_cast<double>(launches) / static_cast<double>(tokens),
+                               static_cast<double>(lockstep::cuda::host_waits() - waits0) / static_cast<double>(tokens),
+                               replays > 0 ? fmt::format("used, {} of {} passes ran as a graph", replays, tokens)
+                                           : std::string("not used"));
+      }
 #endif
-  }
+      const double mean_len = static_cast<double>(prompt) + static_cast<double>(tokens) / 2.0;
+      const double weights = dm != nullptr ? static_cast<double>(dm->bytes().per_pass())
+                                           : weight_bytes(cfg, std::as_const(*m).params(), device == "cuda", head_f16, B);
+      const double per_token =
+          (weights + static_cast<double>(B) * (embed_row + kv_per_pos * mean_len)) / static_cast<double>(B);
+      const double rate = static_cast<double>(B) * static_cast<double>(tokens) / decode_s;
+      const double bound = bw / per_token;
+      fmt::print("{:>5} {:>12.1f} {:>12.2f} {:>14.0f} {:>14.2f} {:>8.1f}% {:>9.1f}%{}\n", B,
+                 static_cast<double>(B) * static_cast<double>(prompt) / prefill_s, rate, per_token, bound,
+                 100.0 * rate / bound, 100.0 * cpu_share, per_pass);
+      if (dm != nullptr) fmt::print("resident after batch {}: {}\n", B, resident_memory());
+      std::fflush(stdout);
+#if defined(LOCKSTEP_HAVE_CUDA)
+      if (device == "cuda" && capture_passes > 0) {
+        // The profiler's window over a few passes as they were timed (graphs and
+        // all): ncu sees these kernels only, not the start-up gates or the warm-up.
+        cuda::profile::capture_start();
+        for (long t = 0; t < capture_passes; ++t) (void)s->decode(slots, next, threads);
+        cuda::profile::capture_stop();
+      }
+      if (device == "cuda" && profile_passes > 0) {
+        // More passes under the step profile (every launch timed with events);
+        // the cache keeps growing, so these run at slightly longer lengths.
+        cuda::profile::begin();
+        for (long t = 0; t < profile_passes; ++t) {
+          (void)s->decode(slots, next, threads);
+          cuda::profile::mark("(host: between passes)");
+        }
+        const cuda::profile::Result pr = cuda::profile::end();
+        fmt::print("step profile of {} decode passes at batch {}:\n{}", profile_passes, B,
+                   cuda::profile::table(pr, static_cast<int>(profile_passes), 1e3 * decode_s / static_cast<double>(tokens)));
+        std::fflush(stdout);
+      }
+#endif
+    }
+  }  // variants
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "decode_bench: %s\n", e.what());
