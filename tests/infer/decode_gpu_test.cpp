@@ -335,6 +335,8 @@ TEST_P(DecodeGpu, ThePdlPlantedBugIsCaught) {
   std::printf("%s: planted: the GEMV reads x before its wait: %zu logits differ\n", GetParam().name.c_str(), differ);
   EXPECT_GT(differ, 0u) << "the GEMV reading x before its wait was not caught (a race: see the comment)";
   expect_cpu_logits(want, "PDL, after the planted bug");  // the engine recovers: the switch is a launch argument
+}
+
 // The session-11 norm in the GEMV's prologue (LOCKSTEP_DECODE_NORM_GEMV;
 // docs/perf/DECODE_CUDA.md §15) changes no bit: at 1-2 rows the RMSNorm +
 // codes is not launched, the BitLinear GEMV on its codes (q/k/v joined,
