@@ -5,9 +5,10 @@
 #  2. the tests in four streams, each pinned to 4 host cores: the decode tests whole (every new kernel against
 #     the spec, its planted bugs, the whole-model decode under each switch), again whole under
 #     LOCKSTEP_DECODE_PDL=1, the graphs, the column quantizer and the new gate mutant;
-#  3. alone: decode_bench once, every variant in the one process (one start-up, one model).
+#  3. alone: decode_bench once, every variant in the one process (one start-up, one model);
+#  4. if time is left: the units step without and with LOCKSTEP_COL_CODES=v2.
 source scripts/device_prepare.sh --on-device; set +eu
-L=/tmp/s11logs; rm -rf $L; mkdir -p $L; BUDGET_S=${BUDGET_S:-560} source scripts/device/deadline.sh
+L=/tmp/s11logs; rm -rf $L; mkdir -p $L; BUDGET_S=${BUDGET_S:-585} source scripts/device/deadline.sh
 TARGETS="test_infer_decode_kernels_gpu test_infer_decode_gpu test_infer_decode_graphs_gpu test_cuda_col_quant
   test_cuda_gate_mutants decode_bench train_bench"
 cmake -S . -B /tmp/b -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOCKSTEP_CUDA=ON -DLOCKSTEP_WERROR=ON > $L/cfg.log 2>&1
@@ -28,6 +29,12 @@ V="$V;all:normgemv=1,pdl=1,head=v2,attention=v3;all_auto:normgemv=1,pdl=1,head=v
 CORES=0-7 run bench 150 /tmp/b/bench/infer/decode_bench --device cuda --preset bitnet-b1.58-2b --ctx 512 \
   --batch 1,8,32 --prompt 32 --tokens 64 --variants "$V"
 tar czf $OUT/logs.tgz -C /tmp s11logs
+# 4. what time is left: the units step with the session-10 steps-and-codes kernel and with LOCKSTEP_COL_CODES=v2
+T=/tmp/b/bench/train/train_bench; A="gpt2-124m:16:1024:50304 --device cuda --linear units --unit-backward --units-head --steps 3"
+CORES=0-7 run units_step 70 $T $A
+CORES=0-7 LOCKSTEP_COL_CODES=v2 run units_step_codes2 70 $T $A
+tar czf $OUT/logs.tgz -C /tmp s11logs
 grep -hE "^\[  (PASSED|FAILED)|^\[  FAILED|planted|Skipped|programmatic" $L/*.log | sort | uniq -c | sort -rn | head -50 > $OUT/passes
 grep -hE "^variant|^ +(1|8|32) " $L/bench.log > $OUT/bench_table
+grep -hE "tok/s|ms" $L/units_step*.log | tail -6 >> $OUT/bench_table
 cat $OUT/summary $OUT/passes $OUT/bench_table
