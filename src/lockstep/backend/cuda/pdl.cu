@@ -1,4 +1,6 @@
-// LOCKSTEP_DECODE_PDL's host state (pdl.hpp).
+// LOCKSTEP_DECODE_PDL's host state (pdl.hpp). A .cu file, so that it lives in lockstep_cuda beside
+// the kernels' launchers that call it (from liblockstep.a a test binary that
+// pulls no other pdl.hpp symbol did not link: note_programmatic_launch).
 #include "lockstep/backend/cuda/pdl.hpp"
 
 #include <atomic>
