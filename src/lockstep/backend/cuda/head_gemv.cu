@@ -1,8 +1,8 @@
 // head_gemv v2: ops::Linear's forward on the exact f16 copy of the weights,
 // for a few rows — the decode pass's LM head (128256 × 2560 at 2B4T: 657 MB of
 // f16, 12% of a batch-1 pass), selected by LOCKSTEP_HEAD_GEMV=v2 | v2wide
-// (head_gemv_launch.hpp; the default stays decode_linear.cu's
-// chain_gemv_f16_rows_kernel until v2 is measured on the device).
+// (head_gemv_launch.hpp; the default since session 11, measured on the H200;
+// LOCKSTEP_HEAD_GEMV=v1 runs decode_linear.cu's chain_gemv_f16_rows_kernel).
 //
 // What it computes. y[n, m] = canonical_nan(acc) (+ b[m], canonical again),
 // acc = +0, acc = fma(x[n, k], w[m, k], acc) for k ascending — ops::matmul's
@@ -40,6 +40,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <atomic>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -249,7 +250,10 @@ std::atomic<int> g_head_version{0};  // 0: the environment's
 
 int head_gemv_version() {
   if (const int set = g_head_version.load(); set != 0) return set;
-  static const int from_env = env_choice("LOCKSTEP_HEAD_GEMV", {"v1", "v2", "v2wide"});  // read once
+  // Read once; unset: v2 (session 11 on the H200: 289.7 -> 179.2 us at 1 row, 1036 -> 486 at 8, 5823 -> 1790 at
+  // 32, the CPU's bits in the kernel and whole-model tests; docs/perf/DECODE_CUDA.md §19).
+  static const int from_env =
+      std::getenv("LOCKSTEP_HEAD_GEMV") == nullptr ? 2 : env_choice("LOCKSTEP_HEAD_GEMV", {"v1", "v2", "v2wide"});
   return from_env;
 }
 

@@ -11,8 +11,9 @@
 namespace lockstep::cuda::launch {
 
 // Which kernel chain_gemv runs for f16 weights with K % 8 == 0 (16-byte aligned
-// w and x): 1, decode_linear.cu's thread-a-row kernel (the default); 2, v2
-// (KT 64, 4 stages); 3, v2 wide (KT 128, 3 stages). From the environment's
+// w and x): 1, decode_linear.cu's thread-a-row kernel; 2, v2 (KT 64, 4
+// stages; the default since session 11, measured faster at 1, 8 and 32 rows);
+// 3, v2 wide (KT 128, 3 stages). From the environment's
 // LOCKSTEP_HEAD_GEMV = v1 | v2 | v2wide at first use (another value: an
 // std::invalid_argument naming it); set_head_gemv_version(1, 2 or 3)
 // overrides it (tests), 0 goes back to the environment.
