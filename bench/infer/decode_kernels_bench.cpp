@@ -11,7 +11,7 @@
 // the call reads / time (the activations are a few KB), and that as a share
 // of the read bandwidth (the best of R sums of a 1 GiB buffer, `threads`
 // threads, integer adds: what a GEMV that reads each weight once can reach).
-//   ternary  cpu::ternary::gemm on 2-bit codes (scalar and vnni), the 2B4T
+//   ternary  cpu::ternary::gemm on 2-bit codes (scalar, vnni, amx), the 2B4T
 //            BitLinear shapes (q/o 2560x2560, k/v 640x2560, gate/up 6912x2560,
 //            down 2560x6912), each over copies of 256 MB in all (from memory,
 //            not the caches, as in a pass);
@@ -100,8 +100,9 @@ int main(int argc, char** argv) {
   const std::vector<std::size_t> rows = parse_list(rows_list);
   const std::size_t max_rows = *std::max_element(rows.begin(), rows.end());
   const double bw = read_bandwidth(threads, reps);
-  fmt::print("decode_kernels_bench: {} threads; read bandwidth {:.2f} GB/s (1 GiB sum, best of {}); vnni {}\n", threads,
-             bw / 1e9, reps, cpu::ternary::vnni_available() ? "available" : "not available");
+  fmt::print("decode_kernels_bench: {} threads; read bandwidth {:.2f} GB/s (1 GiB sum, best of {}); vnni {}; amx {}\n",
+             threads, bw / 1e9, reps, cpu::ternary::vnni_available() ? "available" : "not available",
+             cpu::ternary::amx_available() ? "available" : "not available");
   fmt::print("{:<40} {:>4} {:>12} {:>10} {:>8} {:>8}\n", "kernel", "rows", "MB read", "ms", "GB/s", "of read");
   ad::Rng rng(1);
   const std::size_t D = 2560, F = 6912, KV = 640;
@@ -148,8 +149,8 @@ int main(int argc, char** argv) {
       cpu::ternary::set_prefetch_bytes(cpu::ternary::kDefaultPrefetchBytes);
       continue;
     }
-    for (cpu::ternary::Path p : {cpu::ternary::Path::scalar, cpu::ternary::Path::vnni}) {
-      if (p == cpu::ternary::Path::vnni && !cpu::ternary::vnni_available()) continue;
+    for (cpu::ternary::Path p : {cpu::ternary::Path::scalar, cpu::ternary::Path::vnni, cpu::ternary::Path::amx}) {
+      if (!cpu::ternary::path_available(p)) continue;
       for (std::size_t n : rows) {
         const double s = best_seconds(reps, [&] {
           for (const cpu::TernaryMatrix& c : ts) cpu::ternary::gemm(p, c, xq.data(), n, step.data(), y.data(), threads);

@@ -1,6 +1,6 @@
 // The CPU ternary GEMM on 2-bit codes (backend/cpu/ternary_gemm.hpp) is
-// ops::BitLinear::forward bit for bit: the scalar path and the VNNI path (where
-// this CPU has it) on ragged shapes (K off every word, unit and 256-code chunk
+// ops::BitLinear::forward bit for bit: the scalar path, the VNNI and AMX paths
+// (where this CPU has them) and the AMX kernel on emulated tiles (any x86-64) on ragged shapes (K off every word, unit and 256-code chunk
 // boundary, M odd and off the 8- and 4-row register blocks, 1..32 activation
 // rows) at 1, 2 and 5 threads; extreme codes at K = 131071 (the int32 bound);
 // the planted bugs are seen; bad input is refused with a clear error.
@@ -32,6 +32,8 @@ std::size_t differing(const std::vector<float>& a, const std::vector<float>& b) 
 std::vector<ternary::Path> paths() {
   std::vector<ternary::Path> p{ternary::Path::scalar};
   if (ternary::vnni_available()) p.push_back(ternary::Path::vnni);
+  if (ternary::amx_emulated_available()) p.push_back(ternary::Path::amx_emulated);
+  if (ternary::amx_available()) p.push_back(ternary::Path::amx);
   return p;
 }
 
@@ -78,12 +80,15 @@ class TernaryGemm : public ::testing::Test {
 };
 
 TEST_F(TernaryGemm, EveryPathIsTheSpecOnRaggedShapesAtAnyThreadCount) {
-  std::printf("paths: scalar%s\n", ternary::vnni_available() ? ", vnni" : " (vnni: not on this machine)");
+  std::printf("paths: scalar%s%s%s\n", ternary::vnni_available() ? ", vnni" : " (vnni: not on this machine)",
+              ternary::amx_emulated_available() ? ", amx-emulated" : "",
+              ternary::amx_available() ? ", amx" : " (amx: not on this machine)");
   std::size_t cases = 0;
   std::uint64_t seed = 1;
   for (std::size_t K : {1, 15, 16, 17, 63, 64, 65, 255, 256, 257, 320, 511, 700, 1025})
     for (std::size_t M : {1, 3, 7, 9, 13, 33})
-      for (std::size_t N : {1, 2, 3, 4, 5, 8, 11, 32}) {
+      for (std::size_t N : {1, 2, 3, 4, 5, 8, 11, 17, 32, 97}) {
+        if (N == 97 && (K % 64 != 1 || M < 9)) continue;  // 7 accumulator tiles: two passes over the block
         if (K > 300 && N > 5 && N != 32) continue;  // keep the sweep short; 32 rows stay at every K
         const Case c = make_case(N, M, K, seed++);
         for (ternary::Path p : paths())
@@ -127,12 +132,17 @@ TEST_F(TernaryGemm, ExtremeCodesAtTheBoundAreExact) {
   }
 }
 
-TEST_F(TernaryGemm, TheChosenPathIsVnniWhereTheCpuHasIt) {
-  EXPECT_EQ(ternary::chosen_path(), ternary::vnni_available() ? ternary::Path::vnni : ternary::Path::scalar);
-  const Case c = make_case(3, 9, 300, 77);
-  std::vector<float> y(c.N * c.M);
-  cpu::ternary_gemm(c.packed, c.xq.q.data(), c.N, c.xq.step.data(), y.data(), 2);
-  EXPECT_EQ(differing(y, c.spec), 0u);
+TEST_F(TernaryGemm, TheChosenPathIsAmxForManyRowsAndVnniForFewWhereTheCpuHasThem) {
+  const ternary::Path few = ternary::vnni_available() ? ternary::Path::vnni : ternary::Path::scalar;
+  EXPECT_EQ(ternary::chosen_path(1), few);
+  EXPECT_EQ(ternary::chosen_path(ternary::kAmxMinRows - 1), few);
+  EXPECT_EQ(ternary::chosen_path(ternary::kAmxMinRows), ternary::amx_available() ? ternary::Path::amx : few);
+  for (std::size_t N : {std::size_t{3}, ternary::kAmxMinRows, std::size_t{20}}) {
+    const Case c = make_case(N, 9, 300, 77 + N);
+    std::vector<float> y(c.N * c.M);
+    cpu::ternary_gemm(c.packed, c.xq.q.data(), c.N, c.xq.step.data(), y.data(), 2);
+    EXPECT_EQ(differing(y, c.spec), 0u) << N << " rows";
+  }
 }
 
 // The comparisons see the planted bugs: the scalar path without the +1
@@ -149,6 +159,18 @@ TEST_F(TernaryGemm, PlantedBugsAreSeen) {
   EXPECT_GT(differing(run(whole, ternary::Path::vnni, 1), whole.spec), 0u) << "vnni without the last whole chunk";
 }
 
+// The AMX kernel without each block's upper group of 8 weight rows (rows 8..15
+// of every 16) is seen, on the emulated tiles and on the hardware's.
+TEST_F(TernaryGemm, TheAmxPlantedBugIsSeen) {
+  if (!ternary::amx_emulated_available()) GTEST_SKIP() << "not an x86-64 build: no AMX kernel";
+  const Case c = make_case(5, 9, 300, 8);
+  ternary::set_mutant(ternary::Mutant::amx_upper_group_dropped);
+  EXPECT_EQ(differing(run(c, ternary::chosen_path(1), 2), c.spec), 0u) << "the amx mutant leaves the other paths alone";
+  EXPECT_GT(differing(run(c, ternary::Path::amx_emulated, 2), c.spec), 0u) << "amx-emulated without rows 8..15";
+  if (!ternary::amx_available()) GTEST_SKIP() << "no amx_int8 here: the hardware tiles' mutant is not run";
+  EXPECT_GT(differing(run(c, ternary::Path::amx, 2), c.spec), 0u) << "amx without rows 8..15";
+}
+
 TEST_F(TernaryGemm, BadInputIsRefused) {
   const std::vector<std::int8_t> bad{1, 0, -1, 2, 0, 0};
   try {
@@ -163,12 +185,19 @@ TEST_F(TernaryGemm, BadInputIsRefused) {
   std::vector<std::int8_t> x(1);
   float step = 1.0f, y = 0.0f;
   EXPECT_THROW(ternary::gemm(ternary::Path::scalar, wide, x.data(), 1, &step, &y, 1), std::invalid_argument);
-  if (!ternary::vnni_available()) {
-    const Case c = make_case(1, 1, 16, 3);
-    std::vector<float> yv(1);
-    EXPECT_THROW(ternary::gemm(ternary::Path::vnni, c.packed, c.xq.q.data(), 1, c.xq.step.data(), yv.data(), 1),
-                 std::invalid_argument);
-  }
+  for (ternary::Path p : {ternary::Path::vnni, ternary::Path::amx})
+    if (!ternary::path_available(p)) {
+      const Case c = make_case(1, 1, 16, 3);
+      std::vector<float> yv(1);
+      try {
+        ternary::gemm(p, c.packed, c.xq.q.data(), 1, c.xq.step.data(), yv.data(), 1);
+        FAIL() << ternary::path_name(p) << " ran where it is not available";
+      } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find(std::string("the ") + ternary::path_name(p) + " path is not available"),
+                  std::string::npos)
+            << e.what();
+      }
+    }
 }
 
 }  // namespace

@@ -38,6 +38,7 @@
 #include <cstring>
 #include <vector>
 
+#include "lockstep/backend/cpu/amx_tiles.hpp"
 #include "lockstep/backend/cpu/int8_gemm.hpp"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -267,31 +268,11 @@ void vnni_dot_kernel(const std::int8_t* A, const std::int8_t* B, std::int32_t* C
 #define LOCKSTEP_AMX_TARGET __attribute__((target("amx-tile,amx-int8")))
 constexpr std::size_t kTile = 16, kTileK = 64;
 
-struct alignas(64) TileConfig {
-  std::uint8_t palette_id = 1;
-  std::uint8_t start_row = 0;
-  std::uint8_t reserved[14] = {};
-  std::uint16_t colsb[16] = {};  // bytes per row of each tile
-  std::uint8_t rows[16] = {};
-};
-static_assert(sizeof(TileConfig) == 64);
-
 // The tile instructions the kernel uses, on the hardware. (The intrinsics
 // take tile numbers as literals: each tile is named in the code.)
 struct HwTiles {
-  LOCKSTEP_AMX_TARGET void begin() {
-    TileConfig cfg;
-    for (int t = 0; t < 8; ++t) {
-      cfg.colsb[t] = 64;  // C: 16 int32; A: 64 bytes of k; B: 16 columns × 4 bytes
-      cfg.rows[t] = 16;   // C and A: 16 rows; B: 16 k-quads
-    }
-    // Not GCC 12's _tile_loadconfig: its asm names only the first 8 bytes of
-    // the configuration as read, so the stores of the rest could be dropped
-    // as dead. Here the whole object is the operand, and the "memory" clobber
-    // also orders the packed A and B before the tile loads, whose asm (GCC's
-    // _tile_loadd) takes only the address and names no memory at all.
-    __asm__ volatile("ldtilecfg %0" : : "m"(cfg) : "memory");
-  }
+  // C: 16 int32; A: 64 bytes of k; B: 16 columns × 4 bytes; 16 rows (B: k-quads) each.
+  LOCKSTEP_AMX_TARGET void begin() { amx::load_uniform_tile_config(); }
   LOCKSTEP_AMX_TARGET void zero() {
     _tile_zero(0);
     _tile_zero(1);

@@ -24,6 +24,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "lockstep/backend/cpu/amx_tiles.hpp"
 #include "lockstep/backend/cpu/int8_gemm.hpp"
 #include "lockstep/backend/cpu/ops.hpp"
 #include "lockstep/backend/cpu/ternary_word.hpp"
@@ -198,6 +199,165 @@ void vnni_rows(const TernaryMatrix& w, const std::vector<std::int8_t>& xp, const
     }
   }
 }
+// ---------------------------------------------------------------------------
+// AMX. A block is 16 weight rows (groups 2b and 2b + 1) against the
+// activation rows in tiles of 16. For chunk c and shift j, the A tile's row r
+// is the 64 fields (words >> 2j) & 0x03030303 of weight row r — byte 4L + i
+// the field of code 256c + 16L + 4j + i — and the B tile's row L holds, for
+// activation row n, the codes 256c + 16L + 4j + i (i < 4) in bytes 4n + i:
+// tdpbssd's Σ_L Σ_i A[r][4L + i] · B[L][4n + i] is the chunk's share of
+// Σ field · x. tmm0 holds A, tmm1 B, tmm2..7 the accumulators of up to six
+// activation tiles, so each block's words are unpacked once for 96 rows.
+// ---------------------------------------------------------------------------
+#define LOCKSTEP_TERNARY_AMX_TARGET __attribute__((target("amx-tile,amx-int8")))
+constexpr std::size_t kTileRows = 16, kTileBytes = 16 * 64;
+constexpr std::size_t kAccTiles = 6;
+
+// The activation codes as B tiles, [ceil(N / 16)][chunks][4][16 L][16 n][4 i],
+// from permute_codes' [N][chunks][4][64] (0 past N).
+std::vector<std::int8_t> activation_tiles(const std::vector<std::int8_t>& xp, std::size_t N, std::size_t chunks) {
+  const std::size_t tiles = (N + kTileRows - 1) / kTileRows;
+  std::vector<std::int8_t> bt(tiles * chunks * 4 * kTileBytes, 0);
+  for (std::size_t n = 0; n < N; ++n) {
+    std::int8_t* dst = bt.data() + (n / kTileRows) * chunks * 4 * kTileBytes + 4 * (n % kTileRows);
+    const std::int8_t* src = xp.data() + n * chunks * 256;
+    for (std::size_t cj = 0; cj < chunks * 4; ++cj)
+      for (std::size_t L = 0; L < 16; ++L) std::memcpy(dst + cj * kTileBytes + L * 64, src + cj * 64 + 4 * L, 4);
+  }
+  return bt;
+}
+
+// The four A tiles of chunk c ([4 j][16 r][64 bytes]) for the block whose
+// groups start at `lo` and `hi` (nullptr: no upper group, its rows 0).
+LOCKSTEP_VNNI_TARGET void unpack_chunk_vnni(const std::uint32_t* lo, const std::uint32_t* hi, std::size_t c,
+                                            std::int8_t* a) {
+  const __m512i fields = _mm512_set1_epi32(0x03030303);
+  const auto all = static_cast<__mmask16>(0xFFFF);
+  constexpr std::size_t kChunkStride = kGroupRows * kChunkWords;
+  for (std::size_t r = 0; r < kTileRows; ++r) {
+    const std::uint32_t* g = r < kGroupRows ? lo : hi;
+    const __m512i wv = g ? _mm512_loadu_si512(g + c * kChunkStride + (r % kGroupRows) * kChunkWords)
+                         : _mm512_setzero_si512();
+    for (unsigned j = 0; j < 4; ++j)
+      _mm512_store_si512(a + j * kTileBytes + r * 64, _mm512_and_si512(_mm512_maskz_srli_epi32(all, wv, 2 * j), fields));
+  }
+}
+
+// The same in plain C++ (for the emulated tiles: no AVX-512 needed).
+void unpack_chunk_scalar(const std::uint32_t* lo, const std::uint32_t* hi, std::size_t c, std::int8_t* a) {
+  constexpr std::size_t kChunkStride = kGroupRows * kChunkWords;
+  for (std::size_t r = 0; r < kTileRows; ++r) {
+    const std::uint32_t* g = r < kGroupRows ? lo : hi;
+    for (unsigned j = 0; j < 4; ++j)
+      for (std::size_t L = 0; L < 16; ++L) {
+        const std::uint32_t w = g ? g[c * kChunkStride + (r % kGroupRows) * kChunkWords + L] : 0u;
+        for (unsigned i = 0; i < 4; ++i)
+          a[j * kTileBytes + r * 64 + 4 * L + i] = static_cast<std::int8_t>((w >> (8 * i + 2 * j)) & 3u);
+      }
+  }
+}
+
+// The tile instructions on the hardware (the intrinsics take tile numbers as literals).
+struct HwTiles {
+  static constexpr bool kHardware = true;
+  LOCKSTEP_TERNARY_AMX_TARGET void begin() { amx::load_uniform_tile_config(); }
+  LOCKSTEP_TERNARY_AMX_TARGET void zero() {
+    _tile_zero(2);
+    _tile_zero(3);
+    _tile_zero(4);
+    _tile_zero(5);
+    _tile_zero(6);
+    _tile_zero(7);
+  }
+  LOCKSTEP_TERNARY_AMX_TARGET void load_a(const std::int8_t* a) { _tile_loadd(0, a, 64); }
+  // Accumulator t += A · (the B tile at b).
+  LOCKSTEP_TERNARY_AMX_TARGET void dot(std::size_t t, const std::int8_t* b) {
+    _tile_loadd(1, b, 64);
+    switch (t) {
+      case 0: _tile_dpbssd(2, 0, 1); break;
+      case 1: _tile_dpbssd(3, 0, 1); break;
+      case 2: _tile_dpbssd(4, 0, 1); break;
+      case 3: _tile_dpbssd(5, 0, 1); break;
+      case 4: _tile_dpbssd(6, 0, 1); break;
+      default: _tile_dpbssd(7, 0, 1); break;
+    }
+  }
+  LOCKSTEP_TERNARY_AMX_TARGET void store(std::size_t t, std::int32_t* out) {  // 16 × 16 int32
+    switch (t) {
+      case 0: _tile_stored(2, out, 64); break;
+      case 1: _tile_stored(3, out, 64); break;
+      case 2: _tile_stored(4, out, 64); break;
+      case 3: _tile_stored(5, out, 64); break;
+      case 4: _tile_stored(6, out, 64); break;
+      default: _tile_stored(7, out, 64); break;
+    }
+  }
+  LOCKSTEP_TERNARY_AMX_TARGET void end() { _tile_release(); }
+};
+
+// TILELOADD and TDPBSSD after Intel's pseudo-code, in C++.
+struct EmulatedTiles {
+  static constexpr bool kHardware = false;
+  std::int8_t a[kTileBytes];
+  std::int32_t acc[kAccTiles][kTileRows][kTileRows];
+  void begin() {}
+  void zero() { std::memset(acc, 0, sizeof acc); }
+  void load_a(const std::int8_t* src) { std::memcpy(a, src, sizeof a); }
+  void dot(std::size_t t, const std::int8_t* b) {  // acc.row[m].dword[n] += Σ_k Σ_i a.row[m].byte[4k+i]·b.row[k].byte[4n+i]
+    for (std::size_t m = 0; m < kTileRows; ++m)
+      for (std::size_t n = 0; n < kTileRows; ++n) {
+        std::int32_t s = acc[t][m][n];
+        for (std::size_t k = 0; k < 16; ++k)
+          for (std::size_t i = 0; i < 4; ++i) s += a[m * 64 + 4 * k + i] * b[k * 64 + 4 * n + i];
+        acc[t][m][n] = s;
+      }
+  }
+  void store(std::size_t t, std::int32_t* out) { std::memcpy(out, acc[t], sizeof acc[t]); }
+  void end() {}
+};
+
+// Blocks [b0, b1) of 16 weight rows for all N activation rows.
+template <class Tiles>
+LOCKSTEP_TERNARY_AMX_TARGET void amx_rows(const TernaryMatrix& w, const std::vector<std::int8_t>& bt,
+                                          const std::vector<std::int32_t>& xsum, std::size_t N, const float* step,
+                                          float* y, std::size_t b0, std::size_t b1) {
+  const bool drop_upper = g_mutant == Mutant::amx_upper_group_dropped;
+  const std::size_t chunks = w.chunks, act_tiles = (N + kTileRows - 1) / kTileRows;
+  const std::size_t tile_stride = chunks * 4 * kTileBytes;
+  alignas(64) std::int8_t a[4 * kTileBytes];
+  alignas(64) std::int32_t out[kTileRows * kTileRows];
+  Tiles tiles;
+  tiles.begin();
+  for (std::size_t b = b0; b < b1; ++b) {
+    const std::size_t g = 2 * b, m0 = g * kGroupRows, valid = std::min(kTileRows, w.rows - m0);
+    const std::uint32_t* lo = w.words.data() + g * w.group_words();
+    const std::uint32_t* hi = g + 1 < w.groups() && !drop_upper ? lo + w.group_words() : nullptr;
+    for (std::size_t t0 = 0; t0 < act_tiles; t0 += kAccTiles) {
+      const std::size_t count = std::min(kAccTiles, act_tiles - t0);
+      tiles.zero();
+      for (std::size_t c = 0; c < chunks; ++c) {
+        if constexpr (Tiles::kHardware)
+          unpack_chunk_vnni(lo, hi, c, a);
+        else
+          unpack_chunk_scalar(lo, hi, c, a);
+        for (unsigned j = 0; j < 4; ++j) {
+          tiles.load_a(a + j * kTileBytes);
+          const std::int8_t* bj = bt.data() + t0 * tile_stride + (c * 4 + j) * kTileBytes;
+          for (std::size_t t = 0; t < count; ++t) tiles.dot(t, bj + t * tile_stride);
+        }
+      }
+      for (std::size_t t = 0; t < count; ++t) {
+        tiles.store(t, out);
+        const std::size_t n0 = (t0 + t) * kTileRows, rn = std::min(kTileRows, N - n0);
+        for (std::size_t n = 0; n < rn; ++n)
+          for (std::size_t r = 0; r < valid; ++r)
+            y[(n0 + n) * w.rows + m0 + r] =
+                ops::BitLinear::epilogue(out[r * kTileRows + n] - xsum[n0 + n], step[n0 + n], w.scale);
+      }
+    }
+  }
+  tiles.end();
+}
 constexpr bool kVnniCompiled = true;
 #else
 constexpr bool kVnniCompiled = false;
@@ -205,14 +365,46 @@ constexpr bool kVnniCompiled = false;
 
 }  // namespace
 
-const char* path_name(Path p) { return p == Path::vnni ? "vnni" : "scalar"; }
+const char* path_name(Path p) {
+  switch (p) {
+    case Path::scalar: return "scalar";
+    case Path::vnni: return "vnni";
+    case Path::amx: return "amx";
+    case Path::amx_emulated: return "amx-emulated";
+  }
+  return "?";
+}
 
 bool vnni_available() {
   static const bool yes = kVnniCompiled && int8::probe_machine(true).vnni;
   return yes;
 }
 
-Path chosen_path() { return vnni_available() ? Path::vnni : Path::scalar; }
+bool amx_available() {
+  static const bool yes = [] {
+    if (!kVnniCompiled) return false;
+    const int8::Machine m = int8::probe_machine(false);  // asks the kernel for the tile permission
+    return m.amx_cpu && m.amx_permitted;
+  }();
+  return yes;
+}
+
+bool amx_emulated_available() { return kVnniCompiled; }
+
+bool path_available(Path p) {
+  switch (p) {
+    case Path::scalar: return true;
+    case Path::vnni: return vnni_available();
+    case Path::amx: return amx_available();
+    case Path::amx_emulated: return amx_emulated_available();
+  }
+  return false;
+}
+
+Path chosen_path(std::size_t rows) {
+  if (rows >= kAmxMinRows && amx_available()) return Path::amx;
+  return vnni_available() ? Path::vnni : Path::scalar;
+}
 
 void set_mutant(Mutant m) { g_mutant = m; }
 void set_prefetch_bytes(std::size_t bytes) { g_prefetch_bytes = bytes; }
@@ -222,8 +414,8 @@ void gemm(Path path, const TernaryMatrix& w, const std::int8_t* xq, std::size_t 
   if (w.cols > ops::kMaxQuantK)
     throw std::invalid_argument(fmt::format("ternary GEMM {}x{}x{}: K = {} exceeds {}, the bound for exact int32 sums",
                                             N, w.rows, w.cols, w.cols, ops::kMaxQuantK));
-  if (path == Path::vnni && !vnni_available())
-    throw std::invalid_argument("ternary GEMM: the vnni path is not available on this machine");
+  if (!path_available(path))
+    throw std::invalid_argument(fmt::format("ternary GEMM: the {} path is not available on this machine", path_name(path)));
   if (N == 0 || w.rows == 0) return;
   // A row of y costs about K·N multiply-adds; small products stay on the calling thread.
   const std::size_t grain = std::max<std::size_t>(1, min_parallel_work() / std::max<std::size_t>(1, w.cols * N));
@@ -236,6 +428,18 @@ void gemm(Path path, const TernaryMatrix& w, const std::int8_t* xq, std::size_t 
   const std::vector<std::int8_t> xp = permute_codes(xq, N, w.cols, w.chunks);
   std::vector<std::int32_t> xsum(N);
   for (std::size_t n = 0; n < N; ++n) xsum[n] = code_sum(xq + n * w.cols, w.cols);
+  if (path == Path::amx || path == Path::amx_emulated) {
+    const std::vector<std::int8_t> bt = activation_tiles(xp, N, w.chunks);
+    // Threads split whole blocks of 16 rows (two groups).
+    const std::size_t blocks = (w.groups() + 1) / 2;
+    util::parallel_for(blocks, threads, std::max<std::size_t>(1, grain / kTileRows), [&](std::size_t lo, std::size_t hi) {
+      if (path == Path::amx)
+        amx_rows<HwTiles>(w, bt, xsum, N, step, y, lo, hi);
+      else
+        amx_rows<EmulatedTiles>(w, bt, xsum, N, step, y, lo, hi);
+    });
+    return;
+  }
   // Threads split whole groups: each reads one run of words from start to end.
   util::parallel_for(w.groups(), threads, std::max<std::size_t>(1, grain / kGroupRows),
                      [&](std::size_t lo, std::size_t hi) { vnni_rows(w, xp, xsum, N, step, y, lo, hi); });
@@ -271,7 +475,7 @@ TernaryMatrix pack_ternary(const std::int8_t* codes, std::size_t M, std::size_t 
 
 void ternary_gemm(const TernaryMatrix& w, const std::int8_t* xq, std::size_t N, const float* step, float* y,
                   int threads) {
-  ternary::gemm(ternary::chosen_path(), w, xq, N, step, y, threads);
+  ternary::gemm(ternary::chosen_path(N), w, xq, N, step, y, threads);
 }
 
 }  // namespace lockstep::cpu

@@ -18,6 +18,15 @@
 //     turn 64 bytes of words into 64 unsigned fields, multiplied against the
 //     activation codes permuted once a call to the fields' order; the same Σx
 //     correction. |Σ field·x| <= 254·131071 < 2^31: no lane can wrap.
+//   * amx (AMX-INT8, from cpuid and the kernel's tile permission): tdpbssd
+//     on blocks of 16 weight rows × 16 activation rows × 64 codes; the A tile
+//     is the same shift-and-mask of the words (fields 0..2 are valid signed
+//     bytes), the B tile the activation codes in the fields' order, 16 rows
+//     side by side; the same Σx correction. It pays where there are rows to
+//     share a tile (prefill, batched decode): chosen_path(rows) takes it from
+//     kAmxMinRows activation rows on. amx_emulated runs the same packing,
+//     blocking and stores with the tile instructions in C++ (Intel's
+//     pseudo-code), so the kernel's logic is tested on machines without AMX.
 // Threads split the output rows m; a cell is computed whole by one thread, so
 // the bits depend neither on the thread count nor on the other rows.
 #pragma once
@@ -58,14 +67,25 @@ TernaryMatrix pack_ternary(const std::int8_t* codes, std::size_t M, std::size_t 
 
 namespace ternary {
 
-enum class Path { scalar, vnni };
+enum class Path { scalar, vnni, amx, amx_emulated };
 const char* path_name(Path p);
 // Whether this machine runs the VNNI path (avx512f + avx512bw + avx512_vnni
 // and the OS saves the zmm state: cpuid, not the compile flags), and whether
 // it was compiled in.
 bool vnni_available();
-// The path ternary_gemm takes here: vnni where available, else scalar.
-Path chosen_path();
+// Whether this machine runs the AMX path (amx_tile + amx_int8, the OS saves
+// the tile state and granted this process the tile permission), and whether
+// it was compiled in; amx_emulated_available: compiled in (x86-64, any CPU).
+bool amx_available();
+bool amx_emulated_available();
+// From this many activation rows on, ternary_gemm takes the AMX path where
+// available (measured on a 2-core Xeon: docs/perf/DECODE_CPU.md §6).
+inline constexpr std::size_t kAmxMinRows = 4;
+// The path ternary_gemm takes here for `rows` activation rows: amx where
+// available and rows >= kAmxMinRows, else vnni where available, else scalar.
+Path chosen_path(std::size_t rows);
+// Whether `path` can run here.
+bool path_available(Path p);
 
 // y [N, M] from xq [N, K] int8 codes (|code| <= 127), their steps [N] and the
 // packed weights, through `path` (which must be available) on `threads`
@@ -80,12 +100,12 @@ void gemm(Path path, const TernaryMatrix& w, const std::int8_t* xq, std::size_t 
 inline constexpr std::size_t kDefaultPrefetchBytes = 8192;
 void set_prefetch_bytes(std::size_t bytes);
 
-enum class Mutant { none, vnni_tail_chunk_dropped, scalar_no_offset_correction };
+enum class Mutant { none, vnni_tail_chunk_dropped, scalar_no_offset_correction, amx_upper_group_dropped };
 void set_mutant(Mutant m);
 
 }  // namespace ternary
 
-// ternary::gemm through ternary::chosen_path().
+// ternary::gemm through ternary::chosen_path(N).
 void ternary_gemm(const TernaryMatrix& w, const std::int8_t* xq, std::size_t N, const float* step, float* y,
                   int threads);
 
