@@ -11,6 +11,7 @@
 
 #include "lockstep/backend/cpu/gemm.hpp"
 #include "lockstep/num/fp.hpp"
+#include "lockstep/num/ieee.hpp"
 #include "lockstep/ops/op.hpp"
 
 namespace {
@@ -32,6 +33,18 @@ std::vector<float> random(std::size_t n, std::uint64_t seed, bool specials = fal
 long diff_cells(const std::vector<float>& a, const std::vector<float>& b) {
   long d = 0;
   for (std::size_t i = 0; i < a.size(); ++i) d += lockstep::num::bits_of(a[i]) != lockstep::num::bits_of(b[i]);
+  return d;
+}
+
+// The same, up to NaN sign and payload, which are not part of the numeric
+// contract (docs/NUMERICS.md: every NaN is one value): x86's vaddps returns
+// its first source's NaN, and which source the compiler puts first in the
+// reference's plain y + b is its choice, not ours. -0, the infinities and
+// every finite bit pattern are still compared exactly.
+long diff_values(const std::vector<float>& a, const std::vector<float>& b) {
+  long d = 0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    d += !lockstep::num::ieee::same_value(lockstep::num::bits_of(a[i]), lockstep::num::bits_of(b[i]));
   return d;
 }
 
@@ -74,8 +87,9 @@ TEST(CpuGemm, EqualsTheReferenceBitForBitInEveryLayout) {
 
 // The Linear's bias added in the product's epilogue = the product's value,
 // then y + b[m] (the separate pass it replaces), on every shape, with
-// special biases: -0, an infinity, a NaN with a payload (canonical NaN of
-// the product + b is not canonical(product + b) there).
+// special biases: -0, an infinity, a NaN with a payload (a NaN either way;
+// which payload survives the add is the compiler's operand order, outside
+// the contract, so NaN cells compare as values).
 TEST(CpuGemm, BiasInTheEpilogueEqualsTheProductThenTheAdd) {
   std::uint64_t seed = 500;
   long mismatches = 0;
@@ -93,7 +107,7 @@ TEST(CpuGemm, BiasInTheEpilogueEqualsTheProductThenTheAdd) {
       for (std::size_t i = 0; i < s.n; ++i)
         for (std::size_t j = 0; j < s.m; ++j) y_ref[i * s.m + j] = y_ref[i * s.m + j] + b[j];
       lockstep::cpu::gemm_xwt(s.n, s.m, s.k, X.data(), W.data(), y.data(), 2, b.data());
-      const long d = diff_cells(y, y_ref);
+      const long d = diff_values(y, y_ref);
       EXPECT_EQ(d, 0) << "shape n=" << s.n << " m=" << s.m << " k=" << s.k << " specials=" << specials;
       mismatches += d;
     }
