@@ -229,6 +229,7 @@ void apply_variant(const Variant& v) {
   cl::set_ternary_gemv_version(0);
   cl::set_decode_epilogues(-1);
   cl::set_decode_norm_gemv(-1);
+  lockstep::cuda::graph::set_early_launch(-1);
   for (const auto& [key, value] : v.choices) {
     if (key == "pdl") lockstep::cuda::set_decode_pdl(on_off(key, value));
     else if (key == "head") cl::set_head_gemv_version(version_of(key, value, {"v1", "v2", "v2wide"}));
@@ -237,6 +238,7 @@ void apply_variant(const Variant& v) {
     else if (key == "gemv") cl::set_ternary_gemv_version(version_of(key, value, {"v1", "v2", "v2pdl"}));
     else if (key == "epilogues") cl::set_decode_epilogues(on_off(key, value));
     else if (key == "normgemv") cl::set_decode_norm_gemv(on_off(key, value));
+    else if (key == "early") lockstep::cuda::graph::set_early_launch(on_off(key, value));
     else throw std::invalid_argument("--variants: unknown key '" + key + "' in variant " + v.name);
   }
 }
@@ -492,7 +494,11 @@ int main(int argc, char** argv) try {
 #if defined(LOCKSTEP_HAVE_CUDA)
       if (device == "cuda") lockstep::cuda::trace::process_log().reset_launches();
       const std::size_t waits0 = device == "cuda" ? lockstep::cuda::host_waits() : 0;
-      const std::size_t replays0 = device == "cuda" ? lockstep::cuda::graph::stats().launches : 0;
+      // Each replay timed with device events, and its host time split at the launch (graph.hpp).
+      if (device == "cuda") lockstep::cuda::graph::set_timing(true);
+      const lockstep::cuda::graph::Stats graph0 =
+          device == "cuda" ? lockstep::cuda::graph::stats() : lockstep::cuda::graph::Stats{};
+      const std::size_t replays0 = graph0.launches;
 #endif
       t0 = Clock::now();
       const double cpu0 = cpu_seconds();
@@ -512,12 +518,23 @@ int main(int argc, char** argv) try {
       if (device == "cuda") {
         long launches = 0;
         for (const auto& [name, count] : lockstep::cuda::trace::process_log().launches()) launches += count;
-        const std::size_t replays = lockstep::cuda::graph::stats().launches - replays0;
+        const lockstep::cuda::graph::Stats graph1 = lockstep::cuda::graph::stats();
+        lockstep::cuda::graph::set_timing(false);
+        const std::size_t replays = graph1.launches - replays0;
         per_pass = fmt::format("   {:.0f} kernel launches and {:.1f} host waits a pass; CUDA graphs: {}",
                                static_cast<double>(launches) / static_cast<double>(tokens),
                                static_cast<double>(lockstep::cuda::host_waits() - waits0) / static_cast<double>(tokens),
                                replays > 0 ? fmt::format("used, {} of {} passes ran as a graph", replays, tokens)
                                            : std::string("not used"));
+        const std::size_t timed = graph1.timed_launches - graph0.timed_launches,
+                          passes = graph1.replayed_passes - graph0.replayed_passes;
+        if (timed > 0 && passes > 0)
+          per_pass += fmt::format("\n   a replayed pass: {:.1f} us on the device (graph events), {:.1f} us of host walk "
+                                  "before the launch, {:.1f} us from the launch to the logits on the host (of {:.1f} us a pass)",
+                                  1e6 * (graph1.graph_device_s - graph0.graph_device_s) / static_cast<double>(timed),
+                                  1e6 * (graph1.walk_s - graph0.walk_s) / static_cast<double>(passes),
+                                  1e6 * (graph1.tail_s - graph0.tail_s) / static_cast<double>(passes),
+                                  1e6 * decode_s / static_cast<double>(tokens));
       }
 #endif
       const double mean_len = static_cast<double>(prompt) + static_cast<double>(tokens) / 2.0;

@@ -153,6 +153,8 @@ class DecodeGraphsGpu : public ::testing::TestWithParam<mt::NamedConfig> {
   void TearDown() override {
     graph::set_mutant(graph::Mutant::none);
     graph::set_enabled(-1);
+    graph::set_early_launch(-1);
+    graph::set_timing(false);
     lockstep::cuda::set_decode_pdl(-1);
     lockstep::cuda::set_decode_pdl_mutant(0);
   }
@@ -251,6 +253,49 @@ TEST_P(DecodeGraphsGpu, ProgrammaticLaunchesReplayTheCpusBits) {
   std::printf("%s: planted: PDL, the GEMV reads x before its wait, replays: %zu of %zu passes differ\n",
               GetParam().name.c_str(), differ, want.size());
   EXPECT_GT(differ, 0u) << "the GEMV reading x before its wait was not caught in replays (a race)";
+}
+
+// LOCKSTEP_DECODE_GRAPH_EARLY (docs/perf/DECODE_CUDA.md §20): a replay's
+// graph launched as soon as the pass's ids and rows are on the device, the
+// host walk of the pass beside it: the scripts above give the CPU's bits, with
+// the replays timed (graph.hpp's set_timing: events, and the host time split
+// at the launch). Then the planted bug: the graph launched before the pass's
+// ids are staged (it reads the pass before's) differs.
+TEST_P(DecodeGraphsGpu, EarlyLaunchedReplaysGiveTheCpusBits) {
+  const auto& cfg = cpu_->config();
+  if (has_learned_positions(cfg)) GTEST_SKIP() << "no graphs with learned positions";
+  graph::set_early_launch(1);
+  graph::set_timing(true);
+  for (const auto& [name, script] : {std::pair{"batch 1, growing lengths", growing(cfg)},
+                                     std::pair{"batch 8, ragged, clear and re-prefill, leave", ragged8(cfg)},
+                                     std::pair{"five, then three join from empty slots", join(cfg)},
+                                     std::pair{"buffers allocated again", regrow(cfg)}}) {
+    const auto want = run(*cpu_, script, 2);
+    const graph::Stats before = graph::stats();
+    const auto graphs = with_graphs(script);
+    const graph::Stats after = graph::stats();
+    EXPECT_EQ(differing_passes(graphs, want), 0u) << name << ": early-launched graph replays vs the CPU";
+    const std::size_t timed = after.timed_launches - before.timed_launches,
+                      passes = after.replayed_passes - before.replayed_passes;
+    std::printf("%s: early launch: %s: %zu replayed passes, %zu timed launches, %.1f us device, %.1f us walk, "
+                "%.1f us tail a pass\n",
+                GetParam().name.c_str(), name, passes, timed,
+                timed ? 1e6 * (after.graph_device_s - before.graph_device_s) / static_cast<double>(timed) : 0.0,
+                passes ? 1e6 * (after.walk_s - before.walk_s) / static_cast<double>(passes) : 0.0,
+                passes ? 1e6 * (after.tail_s - before.tail_s) / static_cast<double>(passes) : 0.0);
+    EXPECT_GT(passes, 0u) << name;
+    EXPECT_EQ(timed, after.launches - before.launches) << name << ": every launch timed";
+    EXPECT_GT(after.graph_device_s, before.graph_device_s) << name;
+  }
+  const Script s = growing(cfg);
+  const auto want = run(*cpu_, s, 2);
+  graph::set_mutant(graph::Mutant::early_before_ids);
+  const auto planted = with_graphs(s);
+  graph::set_mutant(graph::Mutant::none);
+  const std::size_t differ = differing_passes(planted, want);
+  std::printf("%s: planted: early launch before the ids are staged: %zu of %zu passes differ\n",
+              GetParam().name.c_str(), differ, want.size());
+  EXPECT_GT(differ, 0u) << "a graph launched before its ids were staged was not caught";
 }
 
 TEST_P(DecodeGraphsGpu, PlantedBugsAreCaught) {

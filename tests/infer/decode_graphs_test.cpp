@@ -28,8 +28,8 @@ using namespace lockstep::infer::testing;
 
 // The CPU kernel set with the engine's device hooks (host pointers throughout).
 struct FakeKernels : cpu::OpKernels {
-  const ops::Index* stage_indices(const ops::Index* host, std::size_t, int) { return host; }
-  void copy_to_host(float* host, const float* dev, std::size_t n) { std::copy(dev, dev + n, host); }
+  const ops::Index* stage_indices(const ops::Index* host, std::size_t, int slot);
+  void copy_to_host(float* host, const float* dev, std::size_t n);
 };
 
 // What the stand-in backend saw, and what the test makes it see.
@@ -41,9 +41,22 @@ struct Fake {
   bool capturing = false;
   bool key_ignores_rows = false;
   std::size_t rope_calls = 0;
-  std::vector<std::string> log;  // graph events
+  bool early = false;             // Backend::early_launch
+  bool early_before_ids = false;  // the planted bug of early launch
+  bool log_io = false;            // log the ids' staging and the logits' copy too
+  std::size_t replays_noted = 0;  // Backend::note_replayed_pass calls
+  std::vector<std::string> log;   // graph events
 };
 Fake g_fake;
+
+const ops::Index* FakeKernels::stage_indices(const ops::Index* host, std::size_t, int slot) {
+  if (g_fake.log_io && slot == 0) g_fake.log.push_back("stage ids");
+  return host;
+}
+void FakeKernels::copy_to_host(float* host, const float* dev, std::size_t n) {
+  if (g_fake.log_io) g_fake.log.push_back("copy logits");
+  std::copy(dev, dev + n, host);
+}
 
 }  // namespace
 
@@ -125,6 +138,12 @@ struct DecodeBackend<FakeKernels> {
   static bool mutant_key_ignores_rows() { return g_fake.key_ignores_rows; }
   static bool mutant_rows_not_restaged() { return false; }
   static bool mutant_no_epoch_check() { return false; }
+  static bool mutant_early_before_ids() { return g_fake.early_before_ids; }
+  static bool early_launch() { return g_fake.early; }
+  static void note_replayed_pass(double walk_s, double tail_s) {
+    if (walk_s < 0 || tail_s < 0) throw std::logic_error("a replayed pass's host times are not >= 0");
+    ++g_fake.replays_noted;
+  }
 };
 
 }  // namespace lockstep::model
@@ -231,6 +250,30 @@ TEST_F(DecodeGraphsLogic, AHostWaitInACaptureAbandonsItAndThePassIsRecomputed) {
 TEST_F(DecodeGraphsLogic, OffMeansLaunched) {
   g_fake.on = false;
   for (int i = 0; i < 4; ++i) EXPECT_EQ(pass({0, 1}), Log{});
+}
+
+// A replayed pass's graph launched at the end of its walk (default), or, with
+// early launch, right after its ids are staged; each replay's host times noted.
+// The planted bug: the graph launched before the ids (the GPU test sees the
+// logits change).
+TEST_F(DecodeGraphsLogic, EarlyLaunchReplaysRightAfterTheIds) {
+  g_fake.log_io = true;
+  EXPECT_EQ(pass({0}), (Log{"stage ids", "copy logits"})) << "warm";
+  EXPECT_EQ(pass({0}), (Log{"stage ids", "capture", "end", "launch", "copy logits"}));
+  EXPECT_EQ(g_fake.replays_noted, 0u) << "a capture is not a replay";
+  EXPECT_EQ(pass({0}, false), (Log{"stage ids", "launch", "copy logits"}));
+  g_fake.early = true;
+  EXPECT_EQ(pass({0}, false), (Log{"stage ids", "launch", "copy logits"}));
+  EXPECT_EQ(g_fake.replays_noted, 2u);
+  EXPECT_EQ(pass({0, 1}), (Log{"stage ids", "copy logits"})) << "early launch changes nothing but a replay";
+  EXPECT_EQ(pass({0, 1}), (Log{"stage ids", "capture", "end", "launch", "copy logits"}));
+  g_fake.early_before_ids = true;
+  EXPECT_EQ(pass({0, 1}, false), (Log{"launch", "stage ids", "copy logits"})) << "planted: launched before the ids";
+  EXPECT_EQ(g_fake.replays_noted, 3u);
+  // Without early launch the same plant is harmless: the graph waits for the walk's end (so the
+  // launch above was early's, at the pass's decision).
+  g_fake.early = false;
+  EXPECT_EQ(pass({0, 1}, false), (Log{"stage ids", "launch", "copy logits"}));
 }
 
 // The planted bug of the GPU test, here: the key without the rows replays the

@@ -682,11 +682,14 @@ struct DecodeBackend<cuda::OpKernels> {
     const cuda::audit::Options& a = cuda::audit::options();
     return cuda::graph::enabled() && !cuda::profile::active() && (!a.enabled || a.budget >= 1.0);
   }
+  static bool early_launch() { return cuda::graph::early_launch(); }
+  static void note_replayed_pass(double walk_s, double tail_s) { cuda::graph::note_replayed_pass(walk_s, tail_s); }
   static std::uint64_t memory_epoch() { return cuda::memory_epoch(); }
   static std::size_t host_waits() { return cuda::host_waits(); }
   static std::size_t allocations() { return cuda::allocation_count(); }
   static bool mutant_key_ignores_rows() { return cuda::graph::mutant() == cuda::graph::Mutant::key_ignores_rows; }
   static bool mutant_rows_not_restaged() { return cuda::graph::mutant() == cuda::graph::Mutant::rows_not_restaged; }
+  static bool mutant_early_before_ids() { return cuda::graph::mutant() == cuda::graph::Mutant::early_before_ids; }
   static bool mutant_no_epoch_check() { return cuda::graph::mutant() == cuda::graph::Mutant::no_epoch_check; }
 };
 // ---- end of decode -----------------------------------------------------------

@@ -27,6 +27,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -248,6 +249,7 @@ struct DecodeGraphs {
   Mode mode = Mode::eager;
   Entry* current = nullptr;  // the pass's pattern (warm, capture, replay)
   Entry* failed = nullptr;   // a capture whose end threw
+  bool launched = false;     // this replayed pass's graph is launched (early_launch)
 };
 
 template <class K>
@@ -323,6 +325,11 @@ class DecodeKernels : public ad::KeyedKernels<DecodeKernels<K>, float> {
   const Index* stage_indices(const Index* host, std::size_t n, int slot)
     requires requires(K& k) { k.stage_indices(host, n, slot); }
   {
+    if constexpr (kGraphs)
+      if (slot == 0 && Backend::mutant_early_before_ids()) {  // planted: the graph may launch before the ids are up
+        graph_start();
+        return inner_.stage_indices(host, n, slot);
+      }
     const Index* staged = inner_.stage_indices(host, n, slot);
     if constexpr (kGraphs)
       if (slot == 0) graph_start();
@@ -332,9 +339,21 @@ class DecodeKernels : public ad::KeyedKernels<DecodeKernels<K>, float> {
     requires requires(K& k) { k.copy_to_host(host, dev, n); }
   {
     if (!replaying()) settle();  // the pass's last kernels, inside its capture
-    if constexpr (kGraphs) graph_finish();
+    bool replayed = false;
+    if constexpr (kGraphs) {
+      replayed = replaying();
+      graph_finish();
+    }
     inner_.copy_to_host(host, dev, n);
+    if constexpr (kGraphs)
+      if (replayed) {
+        using S = std::chrono::duration<double>;
+        Backend::note_replayed_pass(S(launch_t_ - pass_t0_).count(),
+                                    S(std::chrono::steady_clock::now() - launch_t_).count());
+      }
   }
+  // Where a replayed pass's host time starts (DecodeSession::decode's entry).
+  void mark_pass_start() { pass_t0_ = std::chrono::steady_clock::now(); }
   // After a pass threw: if a graph capture was open or failed at its end, it
   // is abandoned (its pattern runs launched from now on) and true is returned:
   // nothing of the pass ran, so it can be computed again. False: the error
@@ -604,6 +623,7 @@ class DecodeKernels : public ad::KeyedKernels<DecodeKernels<K>, float> {
   void graph_start() {
     graphs_.mode = Graphs::Mode::eager;
     graphs_.current = graphs_.failed = nullptr;
+    graphs_.launched = false;
     host_offsets_ = false;
     if (!graph_pass || !Backend::graphs_on()) return;
     std::vector<std::uint32_t> key;
@@ -622,6 +642,12 @@ class DecodeKernels : public ad::KeyedKernels<DecodeKernels<K>, float> {
       if (epoch == e.epoch || Backend::mutant_no_epoch_check()) {
         if (Backend::mutant_rows_not_restaged()) Backend::begin_pass(inner_, state_, prev_slot_, prev_pos_);
         graphs_.mode = Graphs::Mode::replay;
+        // Early: everything the graph reads that changes from pass to pass
+        // (the ids just staged, the rows staged in begin_forward) is on the
+        // device, and the rest of a replayed pass launches and writes
+        // nothing (every kernel returns at replaying()), so the graph may
+        // run while the engine walks the pass's ops on the host.
+        if (Backend::early_launch()) launch_replay(e);
         return;
       }
       e.graph.reset();  // a buffer it reads may have moved
@@ -665,9 +691,14 @@ class DecodeKernels : public ad::KeyedKernels<DecodeKernels<K>, float> {
         e->graph.launch();
         return;
       case Graphs::Mode::replay:
-        e->graph.launch();
+        if (!graphs_.launched) launch_replay(*e);
         return;
     }
+  }
+  void launch_replay(typename Graphs::Entry& e) {
+    e.graph.launch();
+    graphs_.launched = true;
+    launch_t_ = std::chrono::steady_clock::now();
   }
   K& inner_;
   std::size_t slots_, ctx_, hq_, hkv_, dh_, kvdim_;
@@ -681,6 +712,7 @@ class DecodeKernels : public ad::KeyedKernels<DecodeKernels<K>, float> {
   std::vector<std::int32_t> slot_, pos_;
   typename Backend::State state_;
   bool host_offsets_ = false;  // this pass ran a kernel at a host-side position offset
+  std::chrono::steady_clock::time_point pass_t0_{}, launch_t_{};  // note_replayed_pass's clock
   std::vector<std::int32_t> prev_slot_, prev_pos_;
   struct NoGraphs {};
   [[no_unique_address]] std::conditional_t<kGraphs, Graphs, NoGraphs> graphs_;
@@ -764,6 +796,7 @@ class DecodeSession final : public Decoder {
       seen[s] = true;
       check_room(s, 1);
     }
+    dk_.mark_pass_start();
     before_pass_(threads);
     dk_.segments.clear();
     for (std::size_t s : slots) dk_.segments.push_back({s, len_[s], 1});

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <mutex>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
@@ -22,6 +23,40 @@ void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(std::string("CUDA graph: ") + what + ": " + cudaGetErrorString(e));
 }
 
+std::atomic<int> g_early{-1};
+
+// set_timing's events: pairs bracketing launches not yet read, and spare pairs.
+struct Timing {
+  std::mutex m;
+  bool on = false;
+  std::vector<std::pair<cudaEvent_t, cudaEvent_t>> pending, spare;
+  std::size_t timed = 0, replayed = 0;
+  double device_s = 0, walk_s = 0, tail_s = 0;
+  // Reads the pending pairs that are done (all of them with wait: a host wait).
+  void harvest(bool wait) {
+    std::size_t kept = 0;
+    for (auto& p : pending) {
+      if (!wait && cudaEventQuery(p.second) != cudaSuccess) {
+        (void)cudaGetLastError();  // cudaErrorNotReady is no error of ours
+        pending[kept++] = p;
+        continue;
+      }
+      float ms = 0;
+      if (cudaEventSynchronize(p.second) == cudaSuccess && cudaEventElapsedTime(&ms, p.first, p.second) == cudaSuccess) {
+        device_s += 1e-3 * ms;
+        ++timed;
+      }
+      (void)cudaGetLastError();
+      spare.push_back(p);
+    }
+    pending.resize(kept);
+  }
+};
+Timing& timing() {
+  static Timing t;
+  return t;
+}
+
 }  // namespace
 
 bool enabled() {
@@ -32,12 +67,42 @@ bool enabled() {
 }
 void set_enabled(int on) { g_enabled.store(on < 0 ? -1 : (on != 0 ? 1 : 0)); }
 
+bool early_launch() {
+  const int set = g_early.load();
+  if (set >= 0) return set != 0;
+  const char* env = std::getenv("LOCKSTEP_DECODE_GRAPH_EARLY");
+  return env != nullptr && std::strcmp(env, "1") == 0;
+}
+void set_early_launch(int on) { g_early.store(on < 0 ? -1 : (on != 0 ? 1 : 0)); }
+
+void set_timing(bool on) {
+  Timing& t = timing();
+  std::lock_guard<std::mutex> lock(t.m);
+  t.on = on;
+}
+void note_replayed_pass(double walk_s, double tail_s) {
+  Timing& t = timing();
+  std::lock_guard<std::mutex> lock(t.m);
+  ++t.replayed;
+  t.walk_s += walk_s;
+  t.tail_s += tail_s;
+}
+
 void set_mutant(Mutant m) { g_mutant.store(m); }
 Mutant mutant() { return g_mutant.load(); }
 
 Stats stats() {
-  return {g_captures.load(), g_launches.load(), g_abandoned.load(), g_programmatic_edges.load(),
+  Stats s{g_captures.load(), g_launches.load(), g_abandoned.load(), g_programmatic_edges.load(),
           g_programmatic_after_non_kernel.load()};
+  Timing& t = timing();
+  std::lock_guard<std::mutex> lock(t.m);
+  t.harvest(true);
+  s.timed_launches = t.timed;
+  s.graph_device_s = t.device_s;
+  s.replayed_passes = t.replayed;
+  s.walk_s = t.walk_s;
+  s.tail_s = t.tail_s;
+  return s;
 }
 
 namespace {
@@ -107,7 +172,27 @@ void Graph::abandon_capture() noexcept {
 
 void Graph::launch() {
   if (exec_ == nullptr) throw std::logic_error("CUDA graph: launch of a graph not captured");
+  Timing& t = timing();
+  std::unique_lock<std::mutex> lock(t.m);
+  if (!t.on) {
+    lock.unlock();
+    check(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_), cudaStreamPerThread), "launch");
+    g_launches.fetch_add(1);
+    return;
+  }
+  t.harvest(false);
+  std::pair<cudaEvent_t, cudaEvent_t> ev{};
+  if (!t.spare.empty()) {
+    ev = t.spare.back();
+    t.spare.pop_back();
+  } else {
+    check(cudaEventCreate(&ev.first), "timing event");
+    check(cudaEventCreate(&ev.second), "timing event");
+  }
+  check(cudaEventRecord(ev.first, cudaStreamPerThread), "timing event");
   check(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_), cudaStreamPerThread), "launch");
+  check(cudaEventRecord(ev.second, cudaStreamPerThread), "timing event");
+  t.pending.push_back(ev);
   g_launches.fetch_add(1);
 }
 

@@ -23,6 +23,25 @@ bool enabled();
 // Tests: -1 back to the environment's choice, 0 off, 1 on.
 void set_enabled(int on);
 
+// Whether a replayed pass launches its graph as soon as its ids and rows are
+// on the device (the engine's host walk over the pass, which launches
+// nothing in a replay, then overlaps the graph on the device) rather than at
+// the logits' copy to the host: LOCKSTEP_DECODE_GRAPH_EARLY=1 turns it on,
+// unless a test or decode_bench has set it (set_early_launch: -1 back to the
+// environment's choice, 0 off, 1 on). Nothing the graph reads is written
+// after that point of a replayed pass (model/decode.hpp, graph_start).
+bool early_launch();
+void set_early_launch(int on);
+
+// Timing of replays, for decode_bench (docs/perf/DECODE_CUDA.md §20): with
+// timing on, each graph launch is bracketed by two device events, and
+// Stats::graph_device_s sums the bracketed graphs' device time.
+void set_timing(bool on);
+// A replayed decode pass's host time (model/decode.hpp notes it): from the
+// pass's start to its graph's launch (the walk), and from the launch to the
+// logits on the host (the tail: the rest of the graph and the copy).
+void note_replayed_pass(double walk_s, double tail_s);
+
 // Planted bugs for the tests that must catch them (tests/infer/decode_graphs_gpu_test.cpp).
 enum class Mutant {
   none,
@@ -33,6 +52,9 @@ enum class Mutant {
   rows_not_restaged,
   // a graph is replayed after device buffers it reads were freed (no memory-epoch check)
   no_epoch_check,
+  // with early_launch, a replay's graph is launched before the pass's token
+  // ids are staged (it reads the ids of the pass before)
+  early_before_ids,
 };
 void set_mutant(Mutant m);
 Mutant mutant();
@@ -46,6 +68,12 @@ struct Stats {
   // captured after a kernel), and those whose upstream node is not a kernel (a copy, a memset: must be 0,
   // CUDA allows the type only between kernel nodes, so such a launch is captured as a full dependency).
   std::size_t programmatic_edges = 0, programmatic_after_non_kernel = 0;
+  // set_timing: the launches timed with events and their device time (each
+  // finished launch; stats() waits for the last), and note_replayed_pass's sums.
+  std::size_t timed_launches = 0;
+  double graph_device_s = 0;
+  std::size_t replayed_passes = 0;
+  double walk_s = 0, tail_s = 0;
 };
 Stats stats();
 
