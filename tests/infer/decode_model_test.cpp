@@ -6,7 +6,8 @@
 //     model holds codes and f16), LLaMA from an F16 and an F32 file; micro
 //     shapes (the head through gemm_packed) and heads of >= 4096 outputs
 //     (column panels: a tied embedding read from the head's panels, an untied
-//     f16 head and f16 embedding rows);
+//     f16 head and f16 embedding rows); F16 and Q8_0 files' projections on f16
+//     and Q8 panels (a Q8_0 tied embedding read from the head's Q8 panels);
 //   * its bytes: the count it reports is the formula of what it holds (2-bit
 //     codes, f16 head panels, f32 norms, nothing else), and what the heap
 //     really grew by when it was built;
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "decode_util.hpp"
+#include "lockstep/backend/cpu/gemm.hpp"
 #include "lockstep/backend/cpu/ops.hpp"
 #include "lockstep/io/gguf_tensor.hpp"
 #include "lockstep/load/model_file.hpp"
@@ -52,7 +54,10 @@ std::vector<FileCase> file_cases() {
           {"bitnet_vocab5000_i2s", bw, io::kGgmlTypeI2S, io::kGgmlF16},
           {"llama_micro_f16", l, io::kGgmlF16, io::kGgmlF16},
           {"llama_micro_f32", l, io::kGgmlF32, io::kGgmlF32},
-          {"llama_vocab4500_untied_f16", lw, io::kGgmlF16, io::kGgmlF16}};
+          {"llama_vocab4500_untied_f16", lw, io::kGgmlF16, io::kGgmlF16},
+          {"llama_micro_q8_0", l, io::kGgmlQ8_0, io::kGgmlQ8_0},
+          {"llama_vocab4500_untied_q8_0", lw, io::kGgmlQ8_0, io::kGgmlQ8_0},
+          {"bitnet_vocab5000_i2s_q8_0", bw, io::kGgmlTypeI2S, io::kGgmlQ8_0}};
 }
 
 fs::path temp_dir(const std::string& name) {
@@ -72,6 +77,18 @@ std::string write_file(const FileCase& c, const fs::path& dir) {
   const std::string path = (dir / "m.gguf").string();
   load::write_gguf_model(path, c.cfg, m->params(), opt);
   return path;
+}
+
+// The bytes DecodeBackend::pack_linear's form of a [out, in] matrix of GGUF
+// type `type` takes: Q8 panels (64 columns; 32 codes + an f16 scale per 32
+// weights) where Q8_0 holds the rows (whole blocks; the writer keeps others
+// F32), f16 panels for F16, else f32: gemm_packed's [in, ldb] below 4096
+// outputs, panels above.
+std::size_t form_bytes(std::size_t out, std::size_t in, std::uint32_t type) {
+  const std::size_t panel_cols = (out + 63) / 64 * 64;
+  if (type == io::kGgmlQ8_0 && in % 32 == 0) return panel_cols * in * 34 / 32;
+  if (type == io::kGgmlF16) return panel_cols * in * 2;
+  return out < 4096 ? in * cpu::packed_ld(out) * 4 : panel_cols * in * 4;
 }
 
 class DecodeModelFile : public ::testing::TestWithParam<FileCase> {
@@ -94,9 +111,24 @@ TEST_P(DecodeModelFile, SameLogitsBitsAsTheTrainingModel) {
       half += p.dtype == tensor::DType::f16;
     }
     EXPECT_EQ(ternary, 7u * static_cast<std::size_t>(GetParam().cfg.n_layer));
-    EXPECT_EQ(half, 1u);
+    EXPECT_EQ(half, GetParam().embedding_type == io::kGgmlF16 ? 1u : 0u);
   }
   auto dec = load::make_decode_model(std::move(compact), 2);
+  {  // each matrix in its most compact exact form (the one the file's type gives)
+    std::size_t linear = 0, head = 0;
+    const bool tied = GetParam().cfg.tie_embeddings;
+    for (const model::ParamSpec& sp : model::param_specs(GetParam().cfg)) {
+      if (sp.shape.size() != 2) continue;
+      const auto out = static_cast<std::size_t>(sp.shape[0]), in = static_cast<std::size_t>(sp.shape[1]);
+      const bool embedding = sp.name == "model.embed_tokens.weight";
+      if (embedding && tied) head += form_bytes(out, in, GetParam().embedding_type);
+      else if (sp.name == "lm_head.weight") head += form_bytes(out, in, GetParam().matrix_type);
+      else if (!embedding && GetParam().cfg.family == model::Family::Llama)
+        linear += form_bytes(out, in, GetParam().matrix_type);
+    }
+    EXPECT_EQ(dec->bytes().linear, linear);
+    EXPECT_EQ(dec->bytes().head, head);
+  }
 
   const auto& cfg = train->config();
   const std::size_t T = static_cast<std::size_t>(cfg.max_seq), V = static_cast<std::size_t>(cfg.vocab_size);

@@ -13,6 +13,7 @@
 //   * a pass that would pass the context is refused, changing nothing.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <ostream>
@@ -22,6 +23,7 @@
 #include "decode_util.hpp"
 #include "lockstep/backend/cpu/decode.hpp"
 #include "lockstep/backend/cpu/ops.hpp"
+#include "lockstep/tensor/convert.hpp"
 
 namespace {
 
@@ -36,6 +38,29 @@ void round_head_to_f16_grid(model::Model& m) {
       for (auto& v : p.value) v = std::round(v * 1024.0f) / 1024.0f;
 }
 
+// Every matrix (2-D parameter) on a compact grid the CPU decode backend packs
+// exactly: "f16-linears", values k / 1024; "q8-linears", each block of 32
+// along a row int8 codes × one f16 scale (GGUF Q8_0's values; a row not whole
+// blocks stays f32, as the writer leaves it).
+void round_matrices(model::Model& m, bool q8) {
+  for (auto& p : m.params()) {
+    if (p.shape.size() != 2) continue;
+    const auto K = static_cast<std::size_t>(p.shape[1]);
+    if (!q8) {
+      for (auto& v : p.value) v = std::round(v * 1024.0f) / 1024.0f;
+      continue;
+    }
+    if (K % 32 != 0) continue;
+    for (std::size_t b0 = 0; b0 < p.value.size(); b0 += 32) {
+      float amax = 0;
+      for (std::size_t i = b0; i < b0 + 32; ++i) amax = std::max(amax, std::fabs(p.value[i]));
+      const float scale = tensor::f16_to_f32(tensor::f32_to_f16(amax / 127.0f));
+      for (std::size_t i = b0; i < b0 + 32; ++i)
+        p.value[i] = scale == 0 ? 0.0f : (std::round(p.value[i] / scale) + 0.0f) * scale;  // code 0 is +0
+    }
+  }
+}
+
 class Decode : public ::testing::TestWithParam<mt::NamedConfig> {
  protected:
   SplitMicroShapes split_;
@@ -43,6 +68,8 @@ class Decode : public ::testing::TestWithParam<mt::NamedConfig> {
     auto m = model::make_cpu_model(GetParam().cfg);
     mt::randomize(m->params(), 0xdec0de, 0.2);
     if (GetParam().name.find("f16-head") != std::string::npos) round_head_to_f16_grid(*m);
+    if (GetParam().name.find("f16-linears") != std::string::npos) round_matrices(*m, false);
+    if (GetParam().name.find("q8-linears") != std::string::npos) round_matrices(*m, true);
     return m;
   }
 };
@@ -98,6 +125,17 @@ std::vector<mt::NamedConfig> wide_head_configs() {
           {"llama-micro/vocab4500,untied,f16-head", l}};
 }
 INSTANTIATE_TEST_SUITE_P(WideHead, Decode, ::testing::ValuesIn(wide_head_configs()), name_of);
+
+// Every matrix in a compact form the CPU decode backend runs on column panels
+// (model/decode.hpp, pack_linear: Q8 codes and scales, f16), the projections
+// (< 4096 outputs) as well as a wide head.
+std::vector<mt::NamedConfig> compact_linear_configs() {
+  model::ModelConfig l = model::preset("llama-micro");
+  model::ModelConfig b = model::preset("bitnet-micro");
+  b.vocab_size = 5000;
+  return {{"llama-micro,q8-linears", l}, {"llama-micro,f16-linears", l}, {"bitnet-micro/vocab5000,q8-linears", b}};
+}
+INSTANTIATE_TEST_SUITE_P(CompactLinears, Decode, ::testing::ValuesIn(compact_linear_configs()), name_of);
 
 TEST(DecodeBounds, PassesBeyondTheContextAreRefusedAndChangeNothing) {
   auto m = model::make_cpu_model(model::preset("llama-micro"));

@@ -64,10 +64,13 @@ struct DecodeBackend;
 // The CPU's: the cached attention and the cache writes of backend/cpu/decode.cpp,
 // and the projections on weights packed once per session (cpu::gemm packs
 // its B operand on every call — for one token a pass that is most of the
-// work): Linear = cpu::gemm_packed (gemm's chains, the same bits) + the bias,
-// or, for a Linear of >= 4096 outputs (the head), cpu::panel_gemm (the same
-// chains on weights in contiguous column panels), its weights read as f16
-// where f16 holds them all (a tied F16 embedding as the head: half the bytes);
+// work): Linear = cpu::panel_gemm (gemm's chains on weights in contiguous
+// column panels, the same bits) + the bias on the weights' most compact exact
+// form: Q8 codes and f16 scales where every block of 32 weights is codes ×
+// one scale (a Q8_0 file's: 1.0625 bytes a weight), f16 where f16 holds them
+// all (an F16 file's, a tied F16 embedding as the head: 2 bytes), else f32 —
+// on panels for a Linear of >= 4096 outputs (the head), through
+// cpu::gemm_packed (the same chains) below;
 // BitLinear = the spec's ternary weight codes and scale (ops::quantize_ternary,
 // what the CPU kernel computes) packed once as 2-bit codes (cpu::pack_ternary:
 // a pass reads 1/16 of the f32 codes' bytes), the activation rows quantized
@@ -77,14 +80,28 @@ struct DecodeBackend;
 // was at its first use.
 template <>
 struct DecodeBackend<cpu::OpKernels> {
-  // A Linear of at least this many outputs (the LM head) runs on column panels
-  // (cpu::panel_gemm: the same chains), f16 where f16 holds all its weights.
+  // An f32 Linear of at least this many outputs (the LM head) runs on column
+  // panels (cpu::panel_gemm: the same chains); a Q8 or f16 one always does.
   static constexpr std::size_t kPanelMinOut = 4096;
   struct Packed {
     std::vector<float> b;  // [K, ldb] (gemm_packed), or empty: the weights are in a panel form
     std::size_t ldb = 0;
     cpu::FloatPanels f32;
     cpu::HalfPanels half;
+    cpu::Q8Panels q8;
+    // What the forms hold on the heap (their capacities).
+    std::size_t heap_bytes() const {
+      return b.capacity() * sizeof(float) + f32.w.capacity() * sizeof(float) +
+             half.w.capacity() * sizeof(std::uint16_t) + q8.codes.capacity() +
+             q8.scales.capacity() * sizeof(std::uint16_t);
+    }
+    void shrink_to_fit() {
+      b.shrink_to_fit();
+      f32.w.shrink_to_fit();
+      half.w.shrink_to_fit();
+      q8.codes.shrink_to_fit();
+      q8.scales.shrink_to_fit();
+    }
   };
   // The packed weights, by the pointer the engine passes for the weight.
   struct Weights {
@@ -116,11 +133,12 @@ struct DecodeBackend<cpu::OpKernels> {
   // A Linear's weights [out, in] in the form linear() reads (the decode-only model packs with this too).
   static Packed pack_linear(const float* w, std::size_t out, std::size_t in, int threads) {
     Packed p;
+    if (cpu::pack_q8(w, out, in, p.q8, threads) || cpu::pack_half(w, out, in, p.half, threads)) return p;
     if (out < kPanelMinOut) {
       p.ldb = cpu::packed_ld(out);
       p.b.resize(in * p.ldb);
       cpu::pack_b(out, in, w, 1, in, p.b.data(), threads);
-    } else if (!cpu::pack_half(w, out, in, p.half, threads)) {
+    } else {
       p.f32 = cpu::pack_panels(w, out, in, threads);
     }
     return p;
@@ -138,7 +156,9 @@ struct DecodeBackend<cpu::OpKernels> {
   }
   static void linear(cpu::OpKernels& k, State& st, const ops::Linear::Config& c, const ops::Linear::FwdArgs<float>& a) {
     const Packed& p = packed(st, a.w, c.out, c.in, k.threads);
-    if (p.half.rows != 0)
+    if (p.q8.rows != 0)
+      cpu::panel_gemm(p.q8, a.x, c.rows, a.y, k.threads);
+    else if (p.half.rows != 0)
       cpu::panel_gemm(p.half, a.x, c.rows, a.y, k.threads);
     else if (p.f32.rows != 0)
       cpu::panel_gemm(p.f32, a.x, c.rows, a.y, k.threads);
@@ -157,9 +177,9 @@ struct DecodeBackend<cpu::OpKernels> {
     cpu::ternary_gemm(t, r.q.data(), c.rows, r.step.data(), a.y, k.threads);
   }
   // The token embedding: K's kernel on f32 rows, except in a decode-only
-  // model, which reads a tied embedding from the head's column panels and an
-  // untied one from f16 rows where it holds them so (the same values: f16
-  // widens exactly; a row is copied as the spec copies it).
+  // model, which reads a tied embedding from the head's column panels (Q8,
+  // f16 or f32) and an untied one from f16 rows where it holds them so (the
+  // same values: Q8 and f16 widen exactly; a row is copied as the spec copies it).
   static void embedding(cpu::OpKernels& k, State& st, const ops::Embedding::Config& c,
                         const ops::Embedding::FwdArgs<float>& a) {
     if (st.held != nullptr) {
@@ -169,7 +189,9 @@ struct DecodeBackend<cpu::OpKernels> {
           const std::size_t v = ops::Embedding::row_of(c, a.ids[n]);
           const std::size_t at = (v / cpu::HalfPanels::kWidth) * c.dim * cpu::HalfPanels::kWidth + v % cpu::HalfPanels::kWidth;
           float* y = a.y + n * c.dim;
-          if (p.half.rows != 0)
+          if (p.q8.rows != 0)
+            for (std::size_t d = 0; d < c.dim; ++d) y[d] = p.q8.at(v, d);
+          else if (p.half.rows != 0)
             for (std::size_t d = 0; d < c.dim; ++d) y[d] = tensor::f16_to_f32(p.half.w[at + d * cpu::HalfPanels::kWidth]);
           else
             for (std::size_t d = 0; d < c.dim; ++d) y[d] = p.f32.w[at + d * cpu::FloatPanels::kWidth];
@@ -198,8 +220,7 @@ struct DecodeBackend<cpu::OpKernels> {
 
 inline std::size_t DecodeBackend<cpu::OpKernels>::Weights::bytes() const {
   std::size_t n = 0;
-  for (const auto& [w, p] : packed) n += p.b.capacity() * sizeof(float) + p.f32.w.capacity() * sizeof(float) +
-                                        p.half.w.capacity() * sizeof(std::uint16_t);
+  for (const auto& [w, p] : packed) n += p.heap_bytes();
   for (const auto& [w, t] : ternary) n += t.words.capacity() * sizeof(std::uint32_t);
   for (const auto& [w, r] : half_rows) n += r.capacity() * sizeof(std::uint16_t);
   return n;

@@ -207,11 +207,8 @@ class CpuDecodeModel final : public DecodeModel {
     e.value = e.grad = KeySpan{key, n};
   }
   void add_packed(const float* key, Backend::Packed p, std::size_t& count) {
-    p.b.shrink_to_fit();
-    p.f32.w.shrink_to_fit();
-    p.half.w.shrink_to_fit();
-    count += p.b.capacity() * sizeof(float) + p.f32.w.capacity() * sizeof(float) +
-             p.half.w.capacity() * sizeof(std::uint16_t);
+    p.shrink_to_fit();
+    count += p.heap_bytes();
     weights_.packed.emplace(key, std::move(p));
   }
 

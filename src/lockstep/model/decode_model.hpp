@@ -9,8 +9,10 @@
 //     (cpu::TernaryMatrix), from TERNARY2 codes as the file holds them, or
 //     from F32 weights through the spec's quantizer (ops::quantize_ternary);
 //   * a Linear (LLaMA's projections, the LM head): DecodeBackend::pack_linear's
-//     form (gemm_packed's f32 [K, ldb] below 4096 outputs; the head on column
-//     panels, f16 where f16 holds every value, else f32);
+//     form: column panels of Q8 codes and f16 scales where every block of 32
+//     weights is codes × one scale (a Q8_0 file's), of f16 where f16 holds
+//     every value (an F16 file's), else f32 (gemm_packed's [K, ldb] below
+//     4096 outputs, panels for the head);
 //   * the token embedding: when tied and the head is on panels, no copy at
 //     all (its rows are read from the head's panels); else as f16 rows where
 //     the values are f16, else f32;
@@ -40,8 +42,8 @@ namespace lockstep::model {
 // allocations).
 struct DecodeModelBytes {
   std::size_t ternary = 0;      // BitLinear 2-bit code words
-  std::size_t head = 0;         // the LM head's panels (f16 or f32)
-  std::size_t linear = 0;       // other Linear weights (gemm_packed f32)
+  std::size_t head = 0;         // the LM head's weights (Q8, f16 or f32 panels; small f32: gemm_packed)
+  std::size_t linear = 0;       // other Linear weights (Q8 or f16 panels, or gemm_packed f32)
   std::size_t embedding = 0;    // the token embedding rows when they are not the head's panels
   std::size_t norms = 0;        // f32 norm weights
   std::size_t total() const { return ternary + head + linear + embedding + norms; }
