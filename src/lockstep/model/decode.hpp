@@ -347,7 +347,9 @@ class DecodeKernels : public ad::KeyedKernels<DecodeKernels<K>, float> {
     requires requires(K& k) { k.stage_indices(host, n, slot); }
   {
     if constexpr (kGraphs)
-      if (slot == 0 && Backend::mutant_early_before_ids()) {  // planted: the graph may launch before the ids are up
+      // planted: a replay's graph may launch before the ids are up (only a
+      // replay: a capture begun before the staging copy would be abandoned)
+      if (slot == 0 && Backend::mutant_early_before_ids() && replay_ready()) {
         graph_start();
         return inner_.stage_indices(host, n, slot);
       }
@@ -639,6 +641,21 @@ class DecodeKernels : public ad::KeyedKernels<DecodeKernels<K>, float> {
     if constexpr (kGraphs) return graphs_.mode == Graphs::Mode::replay;
     return false;
   }
+  // The pass's row pattern: the key of its graph.
+  std::vector<std::uint32_t> pattern_key() const {
+    std::vector<std::uint32_t> key;
+    if (!Backend::mutant_key_ignores_rows())
+      for (const DecodeSegment& s : segments) key.push_back(static_cast<std::uint32_t>(2 * s.rows + (s.pos == 0)));
+    return key;
+  }
+  // Whether graph_start will replay this pass (a captured graph of its
+  // pattern, its buffers where they were).
+  bool replay_ready() const {
+    if (!graph_pass || !Backend::graphs_on()) return false;
+    auto it = graphs_.entries.find(pattern_key());
+    return it != graphs_.entries.end() && !it->second.banned && it->second.graph.ready() &&
+           it->second.epoch == Backend::memory_epoch();
+  }
   // The pass's pattern decided, its ids and rows on the device: launched,
   // warmed, captured from here, or replayed at copy_to_host.
   void graph_start() {
@@ -647,9 +664,7 @@ class DecodeKernels : public ad::KeyedKernels<DecodeKernels<K>, float> {
     graphs_.launched = false;
     host_offsets_ = false;
     if (!graph_pass || !Backend::graphs_on()) return;
-    std::vector<std::uint32_t> key;
-    if (!Backend::mutant_key_ignores_rows())
-      for (const DecodeSegment& s : segments) key.push_back(static_cast<std::uint32_t>(2 * s.rows + (s.pos == 0)));
+    std::vector<std::uint32_t> key = pattern_key();
     auto it = graphs_.entries.find(key);
     if (it == graphs_.entries.end()) {
       if (graphs_.entries.size() >= Graphs::kMaxPatterns) return;
