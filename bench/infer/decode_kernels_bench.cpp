@@ -149,7 +149,8 @@ int main(int argc, char** argv) {
       cpu::ternary::set_prefetch_bytes(cpu::ternary::kDefaultPrefetchBytes);
       continue;
     }
-    for (cpu::ternary::Path p : {cpu::ternary::Path::scalar, cpu::ternary::Path::vnni, cpu::ternary::Path::amx}) {
+    for (cpu::ternary::Path p : {cpu::ternary::Path::scalar, cpu::ternary::Path::vnni, cpu::ternary::Path::avx2,
+                                    cpu::ternary::Path::amx}) {
       if (!cpu::ternary::path_available(p)) continue;
       for (std::size_t n : rows) {
         const double s = best_seconds(reps, [&] {

@@ -32,6 +32,7 @@ std::size_t differing(const std::vector<float>& a, const std::vector<float>& b) 
 std::vector<ternary::Path> paths() {
   std::vector<ternary::Path> p{ternary::Path::scalar};
   if (ternary::vnni_available()) p.push_back(ternary::Path::vnni);
+  if (ternary::avx2_available()) p.push_back(ternary::Path::avx2);
   if (ternary::amx_emulated_available()) p.push_back(ternary::Path::amx_emulated);
   if (ternary::amx_available()) p.push_back(ternary::Path::amx);
   return p;
@@ -133,7 +134,9 @@ TEST_F(TernaryGemm, ExtremeCodesAtTheBoundAreExact) {
 }
 
 TEST_F(TernaryGemm, TheChosenPathIsAmxForManyRowsAndVnniForFewWhereTheCpuHasThem) {
-  const ternary::Path few = ternary::vnni_available() ? ternary::Path::vnni : ternary::Path::scalar;
+  const ternary::Path few = ternary::vnni_available()   ? ternary::Path::vnni
+                            : ternary::avx2_available() ? ternary::Path::avx2
+                                                        : ternary::Path::scalar;
   EXPECT_EQ(ternary::chosen_path(1), few);
   EXPECT_EQ(ternary::chosen_path(ternary::kAmxMinRows - 1), few);
   EXPECT_EQ(ternary::chosen_path(ternary::kAmxMinRows), ternary::amx_available() ? ternary::Path::amx : few);
@@ -153,9 +156,16 @@ TEST_F(TernaryGemm, PlantedBugsAreSeen) {
   EXPECT_GT(differing(run(c, ternary::Path::scalar, 2), c.spec), 0u) << "scalar without the Σx correction";
   ternary::set_mutant(ternary::Mutant::vnni_tail_chunk_dropped);
   EXPECT_EQ(differing(run(c, ternary::Path::scalar, 2), c.spec), 0u) << "the vnni mutant leaves scalar alone";
+  const Case whole = make_case(2, 9, 512, 6);  // two whole chunks: the last one dropped too
+  if (ternary::avx2_available()) {
+    EXPECT_EQ(differing(run(c, ternary::Path::avx2, 2), c.spec), 0u) << "the vnni mutant leaves avx2 alone";
+    ternary::set_mutant(ternary::Mutant::avx2_tail_chunk_dropped);
+    EXPECT_GT(differing(run(c, ternary::Path::avx2, 2), c.spec), 0u) << "avx2 without the last chunk";
+    EXPECT_GT(differing(run(whole, ternary::Path::avx2, 1), whole.spec), 0u) << "avx2 without the last whole chunk";
+    ternary::set_mutant(ternary::Mutant::vnni_tail_chunk_dropped);
+  }
   if (!ternary::vnni_available()) GTEST_SKIP() << "no avx512_vnni: the vnni mutant is not run";
   EXPECT_GT(differing(run(c, ternary::Path::vnni, 2), c.spec), 0u) << "vnni without the last chunk";
-  const Case whole = make_case(2, 9, 512, 6);  // two whole chunks: the last one dropped too
   EXPECT_GT(differing(run(whole, ternary::Path::vnni, 1), whole.spec), 0u) << "vnni without the last whole chunk";
 }
 
@@ -185,7 +195,7 @@ TEST_F(TernaryGemm, BadInputIsRefused) {
   std::vector<std::int8_t> x(1);
   float step = 1.0f, y = 0.0f;
   EXPECT_THROW(ternary::gemm(ternary::Path::scalar, wide, x.data(), 1, &step, &y, 1), std::invalid_argument);
-  for (ternary::Path p : {ternary::Path::vnni, ternary::Path::amx})
+  for (ternary::Path p : {ternary::Path::vnni, ternary::Path::avx2, ternary::Path::amx})
     if (!ternary::path_available(p)) {
       const Case c = make_case(1, 1, 16, 3);
       std::vector<float> yv(1);

@@ -5,8 +5,9 @@
 #include <cmath>
 #include <cstring>
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__) && defined(__F16C__))
 #include <immintrin.h>
+#define LOCKSTEP_PANEL_SIMD 1
 #endif
 
 #include "lockstep/num/fp.hpp"
@@ -31,46 +32,96 @@ void store_rows(const float* acc, std::size_t rn, std::size_t cols, float* y, st
     }
 }
 
+#if defined(LOCKSTEP_PANEL_SIMD)
 #if defined(__AVX512F__)
-constexpr std::size_t kRows = 4;  // rows a pass over a panel: 16 accumulators
+// One pass of chains covers all 64 lanes of a panel (4 zmm) for up to 4 rows:
+// 16 accumulators of the 32 registers.
+struct Isa {
+  static constexpr std::size_t kRows = 4, kLanes = 16;
+  using V = __m512;
+  static V zero() { return _mm512_setzero_ps(); }
+  static V bcast(float a) { return _mm512_set1_ps(a); }
+  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static V load(const float* p) { return _mm512_loadu_ps(p); }
+  // The maskz forms of the widenings: GCC 12's plain ones trip
+  // -Wmaybe-uninitialized (_mm512_undefined_ps).
+  static V load(const std::uint16_t* p) {
+    return _mm512_maskz_cvtph_ps(static_cast<__mmask16>(0xFFFF), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static V load_codes(const std::int8_t* p) {
+    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const __m512i q = _mm512_maskz_cvtepi8_epi32(static_cast<__mmask16>(0xFFFF), c);
+    return _mm512_maskz_cvtepi32_ps(static_cast<__mmask16>(0xFFFF), q);
+  }
+};
+#else
+// AVX2 (+ FMA, F16C): 16 ymm registers, so a pass covers half a panel (32
+// lanes, 4 ymm) for up to 2 rows: 8 accumulators, 4 weights, a broadcast.
+struct Isa {
+  static constexpr std::size_t kRows = 2, kLanes = 8;
+  using V = __m256;
+  static V zero() { return _mm256_setzero_ps(); }
+  static V bcast(float a) { return _mm256_set1_ps(a); }
+  static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  static V load(const float* p) { return _mm256_loadu_ps(p); }
+  static V load(const std::uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static V load_codes(const std::int8_t* p) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  }
+};
+#endif
+using V = Isa::V;
+constexpr std::size_t kRows = Isa::kRows;          // rows a pass over a panel
+constexpr std::size_t kVecs = 4;                    // vectors of weights a pass
+constexpr std::size_t kPass = kVecs * Isa::kLanes;  // lanes a pass: 64 (AVX-512) or 32 (AVX2)
+static_assert(W % kPass == 0);
 
-// Sixteen weights of a panel's row as f32. The maskz form of the widening:
-// GCC 12's plain one trips -Wmaybe-uninitialized (_mm512_undefined_ps).
-inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
-inline __m512 load16(const std::uint16_t* p) {
-  return _mm512_maskz_cvtph_ps(static_cast<__mmask16>(0xFFFF), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+// f.template operator()<rn>() for a run-time rn in [1, Max].
+template <std::size_t Max, class F>
+void rows_of(std::size_t rn, F&& f) {
+  if constexpr (Max > 1)
+    if (rn < Max) return rows_of<Max - 1>(rn, f);
+  f.template operator()<Max>();
 }
 
-// The chains of RN rows against one panel: load_row(k, wv) puts the panel's
-// 64 weights of column k, as f32, in wv[0..3] (each weight form widens its own).
+// The chains of RN rows against one panel, lanes [lane0, lane0 + kPass) a
+// pass: load_row(k, lane0, wv) puts the panel's weights of column k in those
+// lanes, as f32, in wv[0..3] (each weight form widens its own). Each lane's
+// chain is the same whatever the vector width: one fma per k, k ascending.
 template <std::size_t RN, class LoadRow>
 void chains(std::size_t K, const float* x, float* acc_out, LoadRow&& load_row) {
-  __m512 acc[RN][4];
+  for (std::size_t lane0 = 0; lane0 < W; lane0 += kPass) {
+    V acc[RN][kVecs];
 #pragma GCC unroll 4
-  for (std::size_t n = 0; n < RN; ++n)
+    for (std::size_t n = 0; n < RN; ++n)
 #pragma GCC unroll 4
-    for (std::size_t v = 0; v < 4; ++v) acc[n][v] = _mm512_setzero_ps();
-  for (std::size_t k = 0; k < K; ++k) {
-    __m512 wv[4];
-    load_row(k, wv);
+      for (std::size_t v = 0; v < kVecs; ++v) acc[n][v] = Isa::zero();
+    for (std::size_t k = 0; k < K; ++k) {
+      V wv[kVecs];
+      load_row(k, lane0, wv);
 #pragma GCC unroll 4
-    for (std::size_t n = 0; n < RN; ++n) {
-      const __m512 xb = _mm512_set1_ps(x[n * K + k]);
+      for (std::size_t n = 0; n < RN; ++n) {
+        const V xb = Isa::bcast(x[n * K + k]);
 #pragma GCC unroll 4
-      for (std::size_t v = 0; v < 4; ++v) acc[n][v] = _mm512_fmadd_ps(xb, wv[v], acc[n][v]);
+        for (std::size_t v = 0; v < kVecs; ++v) acc[n][v] = Isa::fma(xb, wv[v], acc[n][v]);
+      }
     }
+#pragma GCC unroll 4
+    for (std::size_t n = 0; n < RN; ++n)
+#pragma GCC unroll 4
+      for (std::size_t v = 0; v < kVecs; ++v) Isa::store(acc_out + n * W + lane0 + Isa::kLanes * v, acc[n][v]);
   }
-#pragma GCC unroll 4
-  for (std::size_t n = 0; n < RN; ++n)
-#pragma GCC unroll 4
-    for (std::size_t v = 0; v < 4; ++v) _mm512_storeu_ps(acc_out + n * W + 16 * v, acc[n][v]);
 }
 
 template <std::size_t RN, class E>
 void panel_rows(const E* wp, std::size_t K, const float* x, float* acc_out) {
-  chains<RN>(K, x, acc_out, [wp](std::size_t k, __m512* wv) {
+  chains<RN>(K, x, acc_out, [wp](std::size_t k, std::size_t lane0, V* wv) {
 #pragma GCC unroll 4
-    for (std::size_t v = 0; v < 4; ++v) wv[v] = load16(wp + k * W + 16 * v);
+    for (std::size_t v = 0; v < kVecs; ++v) wv[v] = Isa::load(wp + k * W + lane0 + Isa::kLanes * v);
   });
 }
 
@@ -82,12 +133,7 @@ void panel(const Panels<E>& w, std::size_t p, const float* x, std::size_t N, flo
   for (std::size_t n0 = 0; n0 < N; n0 += kRows) {
     const std::size_t rn = std::min(kRows, N - n0);
     const float* xn = x + n0 * K;
-    switch (rn) {
-      case 1: panel_rows<1>(wp, K, xn, acc); break;
-      case 2: panel_rows<2>(wp, K, xn, acc); break;
-      case 3: panel_rows<3>(wp, K, xn, acc); break;
-      default: panel_rows<4>(wp, K, xn, acc); break;
-    }
+    rows_of<kRows>(rn, [&]<std::size_t RN>() { panel_rows<RN>(wp, K, xn, acc); });
     store_rows(acc, rn, cols, y + n0 * w.rows + p * W, w.rows);
   }
 }
@@ -120,44 +166,42 @@ void widen_q8_panel(const Q8Panels& w, std::size_t p, float* out) {
   }
 }
 
-#if defined(__AVX512F__)
-// The Q8 panel's chains for RN <= 4 rows, the weights widened in registers
+#if defined(LOCKSTEP_PANEL_SIMD)
+// The Q8 panel's chains for RN <= kRows rows, the weights widened in registers
 // (code → f32 → × the block's scale: the exact product the loader computed).
 template <std::size_t RN>
 void q8_panel_rows(const std::int8_t* cp, const std::uint16_t* sp, std::size_t K, const float* x, float* acc_out) {
-  __m512 scale[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};  // set at k = 0
-  chains<RN>(K, x, acc_out, [&](std::size_t k, __m512* wv) {
-    if (k % Q8Panels::kBlock == 0)  // a new block: its 64 scales
+  V scale[kVecs] = {};  // set at k = 0 of each pass
+  chains<RN>(K, x, acc_out, [&](std::size_t k, std::size_t lane0, V* wv) {
+    if (k % Q8Panels::kBlock == 0)  // a new block: its scales
 #pragma GCC unroll 4
-      for (std::size_t v = 0; v < 4; ++v) scale[v] = load16(sp + (k / Q8Panels::kBlock) * W + 16 * v);
+      for (std::size_t v = 0; v < kVecs; ++v) scale[v] = Isa::load(sp + (k / Q8Panels::kBlock) * W + lane0 + Isa::kLanes * v);
 #pragma GCC unroll 4
-    for (std::size_t v = 0; v < 4; ++v) {
-      const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(cp + k * W + 16 * v));
-      const __m512i q = _mm512_maskz_cvtepi8_epi32(static_cast<__mmask16>(0xFFFF), c);  // maskz: as load16
-      wv[v] = _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(static_cast<__mmask16>(0xFFFF), q), scale[v]);
-    }
+    for (std::size_t v = 0; v < kVecs; ++v) wv[v] = Isa::mul(Isa::load_codes(cp + k * W + lane0 + Isa::kLanes * v), scale[v]);
   });
 }
 #endif
+
+// Rows up to which a Q8 panel is widened in registers, kRows at a time.
+constexpr std::size_t kQ8RegisterRows = 4;
 
 // A Q8 panel: up to 4 rows widened in registers (a decode pass: the weights
 // read once, 1.0625 bytes each); more rows widen the panel once into f32 and
 // run the f32 panel over it (the conversions paid once, not per 4 rows).
 void panel(const Q8Panels& w, std::size_t p, const float* x, std::size_t N, float* y) {
   const std::size_t K = w.cols;
-#if defined(__AVX512F__)
-  if (N <= kRows) {
+#if defined(LOCKSTEP_PANEL_SIMD)
+  if (N <= kQ8RegisterRows) {
     const std::size_t cols = std::min(W, w.rows - p * W);
     alignas(64) float acc[kRows * W];
     const std::int8_t* cp = w.codes.data() + p * K * W;
     const std::uint16_t* sp = w.scales.data() + p * (K / Q8Panels::kBlock) * W;
-    switch (N) {
-      case 1: q8_panel_rows<1>(cp, sp, K, x, acc); break;
-      case 2: q8_panel_rows<2>(cp, sp, K, x, acc); break;
-      case 3: q8_panel_rows<3>(cp, sp, K, x, acc); break;
-      default: q8_panel_rows<4>(cp, sp, K, x, acc); break;
+    for (std::size_t n0 = 0; n0 < N; n0 += kRows) {
+      const std::size_t rn = std::min(kRows, N - n0);
+      const float* xn = x + n0 * K;
+      rows_of<kRows>(rn, [&]<std::size_t RN>() { q8_panel_rows<RN>(cp, sp, K, xn, acc); });
+      store_rows(acc, rn, cols, y + n0 * w.rows + p * W, w.rows);
     }
-    store_rows(acc, N, cols, y + p * W, w.rows);
     return;
   }
 #endif

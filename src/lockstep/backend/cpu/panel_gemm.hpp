@@ -14,8 +14,8 @@
 // k-major inside a panel ([panel][K][64]), so that a panel is one contiguous
 // stream (cpu::pack_b's [K][ldb] rows put every k of a 64-column tile on
 // another page: the hardware prefetchers stop at page boundaries); the 64
-// chains of a panel run in the lanes of four vectors, one fma per lane per k
-// (AVX-512; elsewhere one num::fma_rn per cell). Threads split the panels
+// chains of a panel run in vector lanes, one fma per lane per k (AVX-512:
+// four zmm; AVX2: two passes of four ymm; elsewhere one num::fma_rn per cell). Threads split the panels
 // (output columns); every chain is computed whole by one thread, so the bits
 // depend neither on the thread count nor on the other rows.
 #pragma once

@@ -200,6 +200,112 @@ void vnni_rows(const TernaryMatrix& w, const std::vector<std::int8_t>& xp, const
   }
 }
 // ---------------------------------------------------------------------------
+// AVX2 (machines without AVX-512: AMD Zen 2/3, older Intel). The same fields
+// and the same permuted activation codes, half a chunk (8 words) a ymm: the
+// ymm of words 8h..8h+7 meets bytes 32h..32h+31 of each X_j. vpmaddubsw is
+// u8 × s8 with pairs summed into int16 (saturating, but |field·x + field·x|
+// <= 2·2·127 = 508, and the four j of a half add to <= 2032: no saturation),
+// vpmaddwd against ones widens pairs into the int32 lanes. Exact, as vnni.
+// ---------------------------------------------------------------------------
+#define LOCKSTEP_AVX2_TARGET __attribute__((target("avx2")))
+
+LOCKSTEP_AVX2_TARGET inline std::int32_t lane_sum_avx2(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+  return _mm_cvtsi128_si32(s);
+}
+
+// RM weight rows of a group against RN permuted activation rows (vnni_block's
+// contract); 4 × RN accumulators, RM words, a field and a code vector live.
+template <std::size_t RM, std::size_t RN>
+LOCKSTEP_AVX2_TARGET void avx2_block(const std::uint32_t* rows, const std::int8_t* xp, std::size_t chunks,
+                                     const std::int32_t* xsum, const float* step, float scale, float* y,
+                                     std::size_t ldy, std::size_t valid, bool drop_last) {
+  const __m256i fields = _mm256_set1_epi32(0x03030303);
+  const __m256i ones = _mm256_set1_epi16(1);
+  constexpr std::size_t kChunkStride = kGroupRows * kChunkWords;
+  const std::size_t xstride = chunks * 256;
+  const std::size_t pf = prefetch_bytes();
+  __m256i acc[RN][RM];
+#pragma GCC unroll 8
+  for (std::size_t n = 0; n < RN; ++n)
+#pragma GCC unroll 8
+    for (std::size_t r = 0; r < RM; ++r) acc[n][r] = _mm256_setzero_si256();
+  const std::size_t count = drop_last && chunks > 0 ? chunks - 1 : chunks;  // the mutant leaves the last chunk out
+  for (std::size_t c = 0; c < count; ++c) {
+    const std::uint32_t* at = rows + c * kChunkStride;
+    if (pf != 0)
+#pragma GCC unroll 8
+      for (std::size_t r = 0; r < RM; ++r) _mm_prefetch(reinterpret_cast<const char*>(at + r * kChunkWords) + pf, _MM_HINT_T0);
+#pragma GCC unroll 2
+    for (std::size_t h = 0; h < 2; ++h) {
+      __m256i wv[RM];
+#pragma GCC unroll 8
+      for (std::size_t r = 0; r < RM; ++r)
+        wv[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at + r * kChunkWords + 8 * h));
+      __m256i part[RN][RM];  // the half's int16 pair sums over its four j
+#pragma GCC unroll 4
+      for (unsigned j = 0; j < 4; ++j) {
+#pragma GCC unroll 4
+        for (std::size_t n = 0; n < RN; ++n) {
+          const __m256i xv =
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xp + n * xstride + c * 256 + j * 64 + 32 * h));
+#pragma GCC unroll 8
+          for (std::size_t r = 0; r < RM; ++r) {
+            const __m256i f = _mm256_and_si256(_mm256_srli_epi32(wv[r], static_cast<int>(2 * j)), fields);
+            const __m256i d = _mm256_maddubs_epi16(f, xv);
+            part[n][r] = j == 0 ? d : _mm256_add_epi16(part[n][r], d);
+          }
+        }
+      }
+#pragma GCC unroll 4
+      for (std::size_t n = 0; n < RN; ++n)
+#pragma GCC unroll 8
+        for (std::size_t r = 0; r < RM; ++r) acc[n][r] = _mm256_add_epi32(acc[n][r], _mm256_madd_epi16(part[n][r], ones));
+    }
+  }
+#pragma GCC unroll 4
+  for (std::size_t n = 0; n < RN; ++n)
+#pragma GCC unroll 8
+    for (std::size_t r = 0; r < RM; ++r)
+      if (r < valid) y[n * ldy + r] = ops::BitLinear::epilogue(lane_sum_avx2(acc[n][r]) - xsum[n], step[n], scale);
+}
+
+// Group g against RN <= 2 activation rows: blocks of 4 weight rows (16 ymm).
+template <std::size_t RN>
+void avx2_group(const TernaryMatrix& w, std::size_t g, const std::int8_t* xp, const std::int32_t* xsum,
+                const float* step, float* y, bool drop) {
+  const std::size_t m = g * kGroupRows, valid = std::min(kGroupRows, w.rows - m);
+  const std::uint32_t* rows = w.words.data() + g * w.group_words();
+  constexpr std::size_t half = kGroupRows / 2;
+  avx2_block<half, RN>(rows, xp, w.chunks, xsum, step, w.scale, y + m, w.rows, std::min(half, valid), drop);
+  if (valid > half)
+    avx2_block<half, RN>(rows + half * kChunkWords, xp, w.chunks, xsum, step, w.scale, y + m + half, w.rows,
+                         valid - half, drop);
+}
+
+// vnni_rows' blocking, two activation rows at a time.
+void avx2_rows(const TernaryMatrix& w, const std::vector<std::int8_t>& xp, const std::vector<std::int32_t>& xsum,
+               std::size_t N, const float* step, float* y, std::size_t g0, std::size_t g1) {
+  const bool drop = g_mutant == Mutant::avx2_tail_chunk_dropped;
+  const std::size_t block = std::max<std::size_t>(1, (16 * 1024) / (w.group_words() * sizeof(std::uint32_t)));
+  for (std::size_t b0 = g0; b0 < g1; b0 += block) {
+    const std::size_t b1 = std::min(g1, b0 + block);
+    for (std::size_t n0 = 0; n0 < N; n0 += 2) {
+      const std::int8_t* x = xp.data() + n0 * w.chunks * 256;
+      const std::int32_t* s = xsum.data() + n0;
+      float* yn = y + n0 * w.rows;
+      for (std::size_t g = b0; g < b1; ++g)
+        if (N - n0 == 1)
+          avx2_group<1>(w, g, x, s, step + n0, yn, drop);
+        else
+          avx2_group<2>(w, g, x, s, step + n0, yn, drop);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
 // AMX. A block is 16 weight rows (groups 2b and 2b + 1) against the
 // activation rows in tiles of 16. For chunk c and shift j, the A tile's row r
 // is the 64 fields (words >> 2j) & 0x03030303 of weight row r — byte 4L + i
@@ -369,6 +475,7 @@ const char* path_name(Path p) {
   switch (p) {
     case Path::scalar: return "scalar";
     case Path::vnni: return "vnni";
+    case Path::avx2: return "avx2";
     case Path::amx: return "amx";
     case Path::amx_emulated: return "amx-emulated";
   }
@@ -377,6 +484,15 @@ const char* path_name(Path p) {
 
 bool vnni_available() {
   static const bool yes = kVnniCompiled && int8::probe_machine(true).vnni;
+  return yes;
+}
+
+bool avx2_available() {
+  static const bool yes = [] {
+    if (!kVnniCompiled) return false;
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") != 0;  // cpuid and the OS's ymm state
+  }();
   return yes;
 }
 
@@ -395,6 +511,7 @@ bool path_available(Path p) {
   switch (p) {
     case Path::scalar: return true;
     case Path::vnni: return vnni_available();
+    case Path::avx2: return avx2_available();
     case Path::amx: return amx_available();
     case Path::amx_emulated: return amx_emulated_available();
   }
@@ -403,7 +520,8 @@ bool path_available(Path p) {
 
 Path chosen_path(std::size_t rows) {
   if (rows >= kAmxMinRows && amx_available()) return Path::amx;
-  return vnni_available() ? Path::vnni : Path::scalar;
+  if (vnni_available()) return Path::vnni;
+  return avx2_available() ? Path::avx2 : Path::scalar;
 }
 
 void set_mutant(Mutant m) { g_mutant = m; }
@@ -441,8 +559,12 @@ void gemm(Path path, const TernaryMatrix& w, const std::int8_t* xq, std::size_t 
     return;
   }
   // Threads split whole groups: each reads one run of words from start to end.
-  util::parallel_for(w.groups(), threads, std::max<std::size_t>(1, grain / kGroupRows),
-                     [&](std::size_t lo, std::size_t hi) { vnni_rows(w, xp, xsum, N, step, y, lo, hi); });
+  util::parallel_for(w.groups(), threads, std::max<std::size_t>(1, grain / kGroupRows), [&](std::size_t lo, std::size_t hi) {
+    if (path == Path::avx2)
+      avx2_rows(w, xp, xsum, N, step, y, lo, hi);
+    else
+      vnni_rows(w, xp, xsum, N, step, y, lo, hi);
+  });
 #endif
 }
 

@@ -18,6 +18,9 @@
 //     turn 64 bytes of words into 64 unsigned fields, multiplied against the
 //     activation codes permuted once a call to the fields' order; the same Σx
 //     correction. |Σ field·x| <= 254·131071 < 2^31: no lane can wrap.
+//   * avx2 (machines without AVX-512 VNNI, from cpuid): the same fields and
+//     codes half a chunk a ymm, vpmaddubsw (u8 × s8 pair sums, <= 508: no
+//     int16 saturation) then vpmaddwd into int32 lanes; the same correction.
 //   * amx (AMX-INT8, from cpuid and the kernel's tile permission): tdpbssd
 //     on blocks of 16 weight rows × 16 activation rows × 64 codes; the A tile
 //     is the same shift-and-mask of the words (fields 0..2 are valid signed
@@ -67,12 +70,15 @@ TernaryMatrix pack_ternary(const std::int8_t* codes, std::size_t M, std::size_t 
 
 namespace ternary {
 
-enum class Path { scalar, vnni, amx, amx_emulated };
+enum class Path { scalar, vnni, avx2, amx, amx_emulated };
 const char* path_name(Path p);
 // Whether this machine runs the VNNI path (avx512f + avx512bw + avx512_vnni
 // and the OS saves the zmm state: cpuid, not the compile flags), and whether
 // it was compiled in.
 bool vnni_available();
+// Whether this machine runs the AVX2 path (cpuid and the OS's ymm state), for
+// machines without AVX-512 VNNI.
+bool avx2_available();
 // Whether this machine runs the AMX path (amx_tile + amx_int8, the OS saves
 // the tile state and granted this process the tile permission), and whether
 // it was compiled in; amx_emulated_available: compiled in (x86-64, any CPU).
@@ -82,7 +88,8 @@ bool amx_emulated_available();
 // available (measured on a 2-core Xeon: docs/perf/DECODE_CPU.md §6).
 inline constexpr std::size_t kAmxMinRows = 4;
 // The path ternary_gemm takes here for `rows` activation rows: amx where
-// available and rows >= kAmxMinRows, else vnni where available, else scalar.
+// available and rows >= kAmxMinRows, else vnni where available, else avx2
+// where available, else scalar.
 Path chosen_path(std::size_t rows);
 // Whether `path` can run here.
 bool path_available(Path p);
@@ -100,7 +107,13 @@ void gemm(Path path, const TernaryMatrix& w, const std::int8_t* xq, std::size_t 
 inline constexpr std::size_t kDefaultPrefetchBytes = 8192;
 void set_prefetch_bytes(std::size_t bytes);
 
-enum class Mutant { none, vnni_tail_chunk_dropped, scalar_no_offset_correction, amx_upper_group_dropped };
+enum class Mutant {
+  none,
+  vnni_tail_chunk_dropped,
+  avx2_tail_chunk_dropped,
+  scalar_no_offset_correction,
+  amx_upper_group_dropped
+};
 void set_mutant(Mutant m);
 
 }  // namespace ternary
