@@ -205,6 +205,10 @@ TEST(CachedAttention, EqualsTheTrainingAttentionRowsAndTheCpuKernelEqualsTheSpec
     EXPECT_EQ(mt::differing_bits(spec, rows), 0u) << "spec vs training attention, seq " << sh.seq;
     EXPECT_EQ(mt::differing_bits(fast, spec), 0u) << "CPU kernel (2 threads) vs spec, seq " << sh.seq;
     EXPECT_EQ(mt::differing_bits(fast1, spec), 0u) << "CPU kernel (1 thread) vs spec, seq " << sh.seq;
+    cpu::set_cached_attention_mutant(true);  // the planted bug: the scores unscaled
+    cpu::cached_attention(cc, args(fast1.data()), 1);
+    cpu::set_cached_attention_mutant(false);
+    EXPECT_GT(mt::differing_bits(fast1, spec), 0u) << "the unscaled-scores mutant passed, seq " << sh.seq;
     // A row outside the cache is refused.
     pos[0] = static_cast<std::int32_t>(sh.seq);
     EXPECT_THROW(ops::CachedAttention::forward(cc, args(spec.data())), std::out_of_range);
