@@ -22,7 +22,10 @@ ctest --test-dir build/release -LE gpu --output-on-failure -j "$(nproc)" --timeo
 if [ "$fast" -eq 0 ]; then
   echo "== sanitizer build (ASan + UBSan) =="
   bash scripts/build.sh sanitize
+  # The facts demo (a whole LoRA finetune, 30 s in the release build) is left to the release run: under
+  # ASan at -O1 on a machine without AVX-512 (an AMD EPYC guest, 2026-12-07) it ran past 600 s.
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir build/sanitize -LE "gpu|slow" --output-on-failure -j "$(nproc)" --timeout 1800
+    ctest --test-dir build/sanitize -LE "gpu|slow" -E 'Finetune\.FactsDemoTeachesTenInventedFacts$' \
+    --output-on-failure -j "$(nproc)" --timeout 1800
 fi
 echo "test.sh: all suites passed in $(( $(date +%s) - start )) s"
