@@ -1,5 +1,5 @@
 #!/bin/bash
-# Session 16, call 1: session 15's call (the early-launch planted bug now bites on a replay; early launch
+# Session 16, call 1 (replaces session 15's, never run: the early-launch planted bug now bites on a replay; early launch
 # against PDL and both at batch 1 and 8), plus the CPU panel and ternary tests on the device host's CPU
 # (an AVX-512 machine: session 16 rewrote the panels' AVX-512 path as one Isa-generic chains template and
 # added the AVX2 paths on an AMD guest without AVX-512, so the AVX-512 code is re-checked here).

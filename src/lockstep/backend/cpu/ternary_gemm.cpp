@@ -177,27 +177,37 @@ void vnni_group(const TernaryMatrix& w, std::size_t g, const std::int8_t* xp, co
 }
 
 // Groups [g0, g1) of y's rows for all N rows: blocks of groups small enough
-// that their words stay in L1 while the groups of up to 4 activation rows
-// pass over them, so each weight comes from memory once a call.
-void vnni_rows(const TernaryMatrix& w, const std::vector<std::int8_t>& xp, const std::vector<std::int32_t>& xsum,
-               std::size_t N, const float* step, float* y, std::size_t g0, std::size_t g1) {
-  const bool drop = g_mutant == Mutant::vnni_tail_chunk_dropped;
+// that their words stay in L1 while the activation rows pass over them,
+// `at_once` rows at a time (group(rn, g, x, xsum, step, y) for rn of them),
+// so each weight comes from memory once a call.
+template <class Group>
+void grouped_rows(const TernaryMatrix& w, const std::vector<std::int8_t>& xp, const std::vector<std::int32_t>& xsum,
+                  std::size_t N, const float* step, float* y, std::size_t g0, std::size_t g1, std::size_t at_once,
+                  Group&& group) {
   const std::size_t block = std::max<std::size_t>(1, (16 * 1024) / (w.group_words() * sizeof(std::uint32_t)));
   for (std::size_t b0 = g0; b0 < g1; b0 += block) {
     const std::size_t b1 = std::min(g1, b0 + block);
-    for (std::size_t n0 = 0; n0 < N; n0 += 4) {
-      const std::size_t rn = std::min<std::size_t>(4, N - n0);
-      const std::int8_t* x = xp.data() + n0 * w.chunks * 256;
-      const std::int32_t* s = xsum.data() + n0;
-      float* yn = y + n0 * w.rows;
-      for (std::size_t g = b0; g < b1; ++g) switch (rn) {
-          case 1: vnni_group<1>(w, g, x, s, step + n0, yn, drop); break;
-          case 2: vnni_group<2>(w, g, x, s, step + n0, yn, drop); break;
-          case 3: vnni_group<3>(w, g, x, s, step + n0, yn, drop); break;
-          default: vnni_group<4>(w, g, x, s, step + n0, yn, drop); break;
-        }
+    for (std::size_t n0 = 0; n0 < N; n0 += at_once) {
+      const std::size_t rn = std::min(at_once, N - n0);
+      for (std::size_t g = b0; g < b1; ++g)
+        group(rn, g, xp.data() + n0 * w.chunks * 256, xsum.data() + n0, step + n0, y + n0 * w.rows);
     }
   }
+}
+
+// The VNNI path's groups, up to 4 activation rows at a time.
+void vnni_rows(const TernaryMatrix& w, const std::vector<std::int8_t>& xp, const std::vector<std::int32_t>& xsum,
+               std::size_t N, const float* step, float* y, std::size_t g0, std::size_t g1) {
+  const bool drop = g_mutant == Mutant::vnni_tail_chunk_dropped;
+  grouped_rows(w, xp, xsum, N, step, y, g0, g1, 4,
+               [&](std::size_t rn, std::size_t g, const std::int8_t* x, const std::int32_t* s, const float* st, float* yn) {
+                 switch (rn) {
+                   case 1: vnni_group<1>(w, g, x, s, st, yn, drop); break;
+                   case 2: vnni_group<2>(w, g, x, s, st, yn, drop); break;
+                   case 3: vnni_group<3>(w, g, x, s, st, yn, drop); break;
+                   default: vnni_group<4>(w, g, x, s, st, yn, drop); break;
+                 }
+               });
 }
 // ---------------------------------------------------------------------------
 // AVX2 (machines without AVX-512: AMD Zen 2/3, older Intel). The same fields
@@ -285,24 +295,17 @@ void avx2_group(const TernaryMatrix& w, std::size_t g, const std::int8_t* xp, co
                          valid - half, drop);
 }
 
-// vnni_rows' blocking, two activation rows at a time.
+// The AVX2 path's groups, up to 2 activation rows at a time.
 void avx2_rows(const TernaryMatrix& w, const std::vector<std::int8_t>& xp, const std::vector<std::int32_t>& xsum,
                std::size_t N, const float* step, float* y, std::size_t g0, std::size_t g1) {
   const bool drop = g_mutant == Mutant::avx2_tail_chunk_dropped;
-  const std::size_t block = std::max<std::size_t>(1, (16 * 1024) / (w.group_words() * sizeof(std::uint32_t)));
-  for (std::size_t b0 = g0; b0 < g1; b0 += block) {
-    const std::size_t b1 = std::min(g1, b0 + block);
-    for (std::size_t n0 = 0; n0 < N; n0 += 2) {
-      const std::int8_t* x = xp.data() + n0 * w.chunks * 256;
-      const std::int32_t* s = xsum.data() + n0;
-      float* yn = y + n0 * w.rows;
-      for (std::size_t g = b0; g < b1; ++g)
-        if (N - n0 == 1)
-          avx2_group<1>(w, g, x, s, step + n0, yn, drop);
-        else
-          avx2_group<2>(w, g, x, s, step + n0, yn, drop);
-    }
-  }
+  grouped_rows(w, xp, xsum, N, step, y, g0, g1, 2,
+               [&](std::size_t rn, std::size_t g, const std::int8_t* x, const std::int32_t* s, const float* st, float* yn) {
+                 if (rn == 1)
+                   avx2_group<1>(w, g, x, s, st, yn, drop);
+                 else
+                   avx2_group<2>(w, g, x, s, st, yn, drop);
+               });
 }
 
 // ---------------------------------------------------------------------------
