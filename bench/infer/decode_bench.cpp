@@ -84,6 +84,7 @@
 #include <initializer_list>
 #include <memory>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -94,6 +95,7 @@
 
 #include "list_arg.hpp"
 #include "lockstep/ad/rng.hpp"
+#include "lockstep/infer/sample.hpp"
 #include "lockstep/io/gguf_tensor.hpp"
 #include "lockstep/load/model_file.hpp"
 #include "lockstep/model/decode_model.hpp"
@@ -494,10 +496,10 @@ int main(int argc, char** argv) try {
       std::vector<std::int32_t> next(B, 1);
       const auto greedy_pass = [&] {
         const std::vector<float> l = s->decode(slots, next, threads);
+        // greedy, as `lockstep generate --temperature 0` picks (infer/sample.hpp)
         for (std::size_t b = 0; b < B; ++b)
-          next[b] = static_cast<std::int32_t>(std::max_element(l.begin() + static_cast<std::ptrdiff_t>(b * vocab),
-                                                               l.begin() + static_cast<std::ptrdiff_t>((b + 1) * vocab)) -
-                                              (l.begin() + static_cast<std::ptrdiff_t>(b * vocab)));
+          next[b] = infer::argmax(std::span<const float>(l).subspan(b * static_cast<std::size_t>(vocab),
+                                                                     static_cast<std::size_t>(vocab)));
       };
       // The first decode pass is timed on its own: on CUDA it captures and
       // instantiates the pass's graph (a one-time cost, ~ms) that the passes

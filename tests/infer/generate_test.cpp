@@ -5,7 +5,9 @@
 // stops (ids, max_tokens, a full context), and the penalty's expression.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <stdexcept>
+#include <string>
 
 #include "decode_util.hpp"
 #include "lockstep/backend/cpu/ops.hpp"
@@ -159,6 +161,46 @@ TEST(RepetitionPenalty, DividesPositiveAndMultipliesNegativeLogitsOfRecentIdsOnc
   g.repetition_penalty = 1.0f;
   g.repeat_last_n = -1;
   EXPECT_THROW(g.validate(), std::invalid_argument);
+}
+
+// The lane-parallel argmax is the serial loop's answer (largest logit, lowest
+// id on ties, -0 == +0, all -inf -> id 0) at every length around its 16 lanes
+// and at a 2B4T head, on values drawn from a small set so ties are common; NaN
+// and +inf are refused naming the first such id.
+TEST(Argmax, EqualsTheSerialLoopOnTiesSignedZerosAndEveryTail) {
+  const auto serial = [](const std::vector<float>& l) {
+    std::size_t best = 0;
+    for (std::size_t i = 1; i < l.size(); ++i)
+      if (l[i] > l[best]) best = i;
+    return static_cast<std::int32_t>(best);
+  };
+  const float pool[] = {-INFINITY, -1.5f, -0.0f, 0.0f, 0.25f, 2.0f};
+  std::uint64_t x = 0x51ed;
+  const auto next = [&] {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<std::size_t>(x >> 33);
+  };
+  std::vector<std::size_t> lengths;
+  for (std::size_t n = 1; n <= 70; ++n) lengths.push_back(n);
+  lengths.push_back(128256);
+  for (std::size_t n : lengths)
+    for (int trial = 0; trial < 20; ++trial) {
+      std::vector<float> l(n);
+      const std::size_t kinds = 1 + trial % 6;  // 1: every logit the same value
+      for (auto& v : l) v = pool[next() % kinds];
+      ASSERT_EQ(argmax(l), serial(l)) << "n " << n << " trial " << trial;
+    }
+  std::vector<float> l(100, 1.0f);
+  l[37] = NAN;
+  try {
+    (void)argmax(l);
+    FAIL() << "a NaN logit was taken";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("logit 37 is"), std::string::npos) << e.what();
+  }
+  l[37] = 1.0f;
+  l[98] = INFINITY;  // in the tail past the lanes
+  EXPECT_THROW((void)argmax(l), std::runtime_error);
 }
 
 }  // namespace

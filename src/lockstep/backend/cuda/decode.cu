@@ -298,7 +298,7 @@ void cached_attention(const CachedAttentionShape& s, const float* q, const float
     if (mutant() == Mutant::attention_drop_scale) v2.scale = 1.0f;  // the attention mutant here too
     CachedAttentionV2Options options;
     options.pdl = version == 3;
-    options.wait_first = decode_pdl();  // LOCKSTEP_DECODE_PDL=1: both launches programmatic (launch_decode)
+    options.wait_first = decode_pdl();  // PDL on (LOCKSTEP_DECODE_PDL not 0): both launches programmatic (launch_decode)
     options.max_from_next_block = planted == DecodeAttentionMutant::max_from_next_block;
     options.acc_keys_reversed = planted == DecodeAttentionMutant::acc_keys_reversed;
     cached_attention_v2(v2, q, k_cache, v_cache, slot, pos, o, scores.data(), options);
@@ -336,7 +336,7 @@ void cached_attention(const CachedAttentionShape& s, const float* q, const float
   // intervals run from one traced launch to the next).
   trace::launched(staged ? "cached_attention (decode, staged blocks)" : "cached_attention (decode)");
   const dim3 grid(static_cast<unsigned>(s.q_heads), static_cast<unsigned>(s.rows));
-  if (staged)  // PDL under LOCKSTEP_DECODE_PDL=1
+  if (staged)  // PDL unless LOCKSTEP_DECODE_PDL=0
     cuda::detail::launch_decode(cached_attention_kernel<true>, grid, dim3(kThreads), smem, a);
   else
     cuda::detail::launch_decode(cached_attention_kernel<false>, grid, dim3(kThreads), smem, a);
@@ -350,7 +350,7 @@ void rope_rows(std::size_t rows, std::size_t heads, std::size_t head_dim, bool i
   trace::launched("rope_rows (decode, positions on the device)");
   cuda::detail::launch_decode(rope_rows_kernel, dim3(grid_for(total)), dim3(256), 0, static_cast<i64>(rows),
                               static_cast<i64>(heads), static_cast<i64>(head_dim), interleaved,
-                              static_cast<i64>(tab_seq), tab, pos, x, y);  // PDL under LOCKSTEP_DECODE_PDL=1
+                              static_cast<i64>(tab_seq), tab, pos, x, y);  // PDL unless LOCKSTEP_DECODE_PDL=0
   check(cudaGetLastError(), "rope_rows launch");
 }
 
@@ -361,7 +361,7 @@ void store_rows_at(const float* src, std::size_t ld, std::size_t rows, std::size
   trace::launched("store_rows_at (decode cache write)");
   cuda::detail::launch_decode(store_rows_at_kernel, dim3(grid_for(total)), dim3(256), 0, src,
                               static_cast<i64>(ld), static_cast<i64>(rows), static_cast<i64>(width), slot, pos,
-                              static_cast<i64>(ctx), dst);  // PDL under LOCKSTEP_DECODE_PDL=1
+                              static_cast<i64>(ctx), dst);  // PDL unless LOCKSTEP_DECODE_PDL=0
   check(cudaGetLastError(), "store_rows_at launch");
 }
 

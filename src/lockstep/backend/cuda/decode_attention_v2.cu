@@ -498,7 +498,7 @@ void cached_attention_v2(const CachedAttentionShape& s, const float* q, const fl
   const bool pdl = options.pdl;
   // Traced so that the launch trace and the step profile see both.
   trace::launched(mutant ? "cached_attention v2 (decode, scores, mutant)" : "cached_attention v2 (decode, scores)");
-  LS_LAUNCH_PDL(attention_scores_kernel, sgrid, dim3(kScoreThreads), sbytes, a);  // PDL under LOCKSTEP_DECODE_PDL=1
+  LS_LAUNCH_PDL(attention_scores_kernel, sgrid, dim3(kScoreThreads), sbytes, a);  // PDL unless LOCKSTEP_DECODE_PDL=0
   check_launch("cached attention v2 (scores)");
   trace::launched(mutant ? (pdl ? "cached_attention v2 (decode, fold, PDL, mutant)" : "cached_attention v2 (decode, fold, mutant)")
                          : (pdl ? "cached_attention v2 (decode, fold, PDL)" : "cached_attention v2 (decode, fold)"));
@@ -506,7 +506,7 @@ void cached_attention_v2(const CachedAttentionShape& s, const float* q, const fl
   LS_LAUNCH(attention_fold_kernel, fgrid, fthreads, fbytes, a);
 #else
   if (!pdl) {
-    LS_LAUNCH_PDL(attention_fold_kernel, fgrid, fthreads, fbytes, a);  // programmatic under LOCKSTEP_DECODE_PDL=1
+    LS_LAUNCH_PDL(attention_fold_kernel, fgrid, fthreads, fbytes, a);  // programmatic unless LOCKSTEP_DECODE_PDL=0
   } else if (detail::launch_programmatic(attention_fold_kernel, fgrid, fthreads, static_cast<std::size_t>(fbytes), a) !=
              cudaSuccess) {
     check_launch("cached attention v2 (fold, PDL)");
@@ -536,7 +536,7 @@ void cached_attention_v3(const CachedAttentionShape& s, const float* q, const fl
 #endif
   trace::launched(planted(options) ? "cached_attention v3 (decode, one launch, mutant)"
                                    : "cached_attention v3 (decode, one launch)");
-  LS_LAUNCH_PDL(attention_v3_kernel, grid, dim3(kV3Threads), bytes, a);  // PDL under LOCKSTEP_DECODE_PDL=1
+  LS_LAUNCH_PDL(attention_v3_kernel, grid, dim3(kV3Threads), bytes, a);  // PDL unless LOCKSTEP_DECODE_PDL=0
   check_launch("cached attention v3");
 }
 

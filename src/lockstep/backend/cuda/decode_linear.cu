@@ -247,7 +247,7 @@ void launch_ternary_as(const Parts& parts, unsigned blocks, int K, int U, const 
     attribute_set = true;
   }
   cuda::detail::launch_decode(ternary_gemv_kernel<NB, Pre>, dim3(blocks), dim3(kTernaryThreads), smem, parts, K, U,
-                              xq, N, step, drop);  // PDL under LOCKSTEP_DECODE_PDL=1
+                              xq, N, step, drop);  // PDL unless LOCKSTEP_DECODE_PDL=0
 }
 
 template <int NB>
@@ -410,7 +410,7 @@ void launch_chain_f16_rows(const __half* w, const float* x, const float* b, i64 
                               dim3(static_cast<unsigned>((M + kChainRowThreads - 1) / kChainRowThreads)),
                               dim3(kChainRowThreads), 0, reinterpret_cast<const uint4*>(w),
                               reinterpret_cast<const float4*>(x), b, N, M, K, y,
-                              mul_add);  // PDL under LOCKSTEP_DECODE_PDL=1
+                              mul_add);  // PDL unless LOCKSTEP_DECODE_PDL=0
   check_launch("chain_gemv (f16 rows)");
 }
 
@@ -433,7 +433,7 @@ void launch_chain(const W* w, const float* x, const float* b, i64 N, i64 M, i64 
   trace::launched(mul_add ? "chain_gemv (mutant)" : name);
   cuda::detail::launch_decode(chain_gemv_kernel<W, NB>,
                               dim3(static_cast<unsigned>((M + kChainCols - 1) / kChainCols)), dim3(kChainCols), 0, w,
-                              x, b, N, M, K, y, mul_add);  // PDL under LOCKSTEP_DECODE_PDL=1
+                              x, b, N, M, K, y, mul_add);  // PDL unless LOCKSTEP_DECODE_PDL=0
   check_launch("chain_gemv");
 }
 

@@ -70,8 +70,8 @@ void set_enabled(int on) { g_enabled.store(on < 0 ? -1 : (on != 0 ? 1 : 0)); }
 bool early_launch() {
   const int set = g_early.load();
   if (set >= 0) return set != 0;
-  const char* env = std::getenv("LOCKSTEP_DECODE_GRAPH_EARLY");
-  return env != nullptr && std::strcmp(env, "1") == 0;
+  const char* env = std::getenv("LOCKSTEP_DECODE_GRAPH_EARLY");  // on unless =0 (DECODE_CUDA.md §21)
+  return env == nullptr || std::strcmp(env, "0") != 0;
 }
 void set_early_launch(int on) { g_early.store(on < 0 ? -1 : (on != 0 ? 1 : 0)); }
 

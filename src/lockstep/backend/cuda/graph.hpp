@@ -26,7 +26,7 @@ void set_enabled(int on);
 // Whether a replayed pass launches its graph as soon as its ids and rows are
 // on the device (the engine's host walk over the pass, which launches
 // nothing in a replay, then overlaps the graph on the device) rather than at
-// the logits' copy to the host: LOCKSTEP_DECODE_GRAPH_EARLY=1 turns it on,
+// the logits' copy to the host: on by default, LOCKSTEP_DECODE_GRAPH_EARLY=0 turns it off,
 // unless a test or decode_bench has set it (set_early_launch: -1 back to the
 // environment's choice, 0 off, 1 on). Nothing the graph reads is written
 // after that point of a replayed pass (model/decode.hpp, graph_start).

@@ -11,7 +11,7 @@
 #endif
 
 // LS_LAUNCH_PDL: a decode kernel's launch (pdl_launch.cuh's launch_decode:
-// programmatic under LOCKSTEP_DECODE_PDL=1; a file that uses it includes
+// programmatic unless LOCKSTEP_DECODE_PDL=0; a file that uses it includes
 // pdl_launch.cuh under `#if !defined(LS_HOST_EMULATOR)`); on the emulator a
 // plain LS_LAUNCH.
 #ifndef LS_LAUNCH_PDL

@@ -356,13 +356,13 @@ void rmsnorm_fwd(std::size_t rows, std::size_t dim, float eps, const float* x, c
                         : vec   ? rmsnorm_fwd_row_cta_kernel<true, false>
                                 : rmsnorm_fwd_row_cta_kernel<false, false>;
     cuda::detail::launch_decode(kernel, dim3(grid), dim3(kRowCtaThreads), smem, dim, eps, x, w, y,
-                                rstd);  // PDL under LOCKSTEP_DECODE_PDL=1
+                                rstd);  // PDL unless LOCKSTEP_DECODE_PDL=0
     check_launch("rmsnorm_fwd (a CTA a row)");
     return;
   }
   trace::launched("rmsnorm_fwd");
   cuda::detail::launch_decode(rmsnorm_fwd_kernel, dim3(row_blocks(rows)), dim3(kRowThreads), 0, rows, dim, eps, x, w,
-                              y, rstd);  // PDL under LOCKSTEP_DECODE_PDL=1
+                              y, rstd);  // PDL unless LOCKSTEP_DECODE_PDL=0
   check_launch("rmsnorm_fwd");
 }
 
@@ -405,7 +405,7 @@ void rmsnorm_quantize_i8(std::size_t rows, std::size_t dim, float eps, const flo
                       : vec ? rmsnorm_quantize_row_cta_kernel<true, false>
                             : rmsnorm_quantize_row_cta_kernel<false, false>;
   cuda::detail::launch_decode(kernel, dim3(grid), dim3(kRowCtaThreads), smem, dim, eps, x, w, y, rstd, floor_x,
-                              codes, step);  // PDL under LOCKSTEP_DECODE_PDL=1
+                              codes, step);  // PDL unless LOCKSTEP_DECODE_PDL=0
   check_launch("rmsnorm_quantize_i8 (a CTA a row)");
 }
 

@@ -18,8 +18,10 @@ bool decode_pdl() {
   const int set = g_decode_pdl.load();
   if (set >= 0) return set != 0;
   static const bool env_on = [] {  // read once: asked at every launch of the pass
+    // on unless LOCKSTEP_DECODE_PDL=0 (session 17 measured it faster on the
+    // H100 with early launch: docs/perf/DECODE_CUDA.md §21)
     const char* env = std::getenv("LOCKSTEP_DECODE_PDL");
-    return env != nullptr && std::strcmp(env, "1") == 0;
+    return env == nullptr || std::strcmp(env, "0") != 0;
   }();
   return env_on;
 }

@@ -6,7 +6,7 @@
 
 namespace lockstep::cuda {
 
-// LOCKSTEP_DECODE_PDL=1 at first use (default off), unless set_decode_pdl chose.
+// on unless LOCKSTEP_DECODE_PDL=0 at first use (default on since session 17), unless set_decode_pdl chose.
 bool decode_pdl();
 // 1 on, 0 off, -1 back to the environment's.
 void set_decode_pdl(int on);

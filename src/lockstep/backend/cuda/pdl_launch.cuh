@@ -5,7 +5,7 @@
 // it is kept as a programmatic edge; after a node that is not a kernel (a
 // copy, a memset) or at a graph's start there is no kernel to overlap and the
 // launch is ordered as a plain one. (ternary_gemv_v2.cu's v2pdl,
-// decode_attention_v2.cu's fold and, under LOCKSTEP_DECODE_PDL=1, every decode
+// decode_attention_v2.cu's fold and, unless LOCKSTEP_DECODE_PDL=0, every decode
 // kernel through launch_decode.) Device builds only: include it under
 // `#if !defined(LS_HOST_EMULATOR)` (ls_hooks.cuh does).
 #pragma once
@@ -35,7 +35,7 @@ cudaError_t launch_programmatic(void (*kernel)(Params...), dim3 grid, dim3 block
   return cudaLaunchKernelEx(&config, kernel, static_cast<Args&&>(args)...);
 }
 
-// A decode kernel's launch: programmatic under LOCKSTEP_DECODE_PDL=1, a plain
+// A decode kernel's launch: programmatic unless LOCKSTEP_DECODE_PDL=0, a plain
 // <<<>>> otherwise and right after decode_pdl_fence (a weight was just
 // packed). The kernel must call pdl_trigger / pdl_wait by pdl_device.cuh's
 // rule. Errors are left for the caller's check_launch (cudaGetLastError

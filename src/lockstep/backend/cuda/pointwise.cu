@@ -152,7 +152,7 @@ void relu2mul_fwd(std::size_t n, const float* gate, const float* up, float* y) {
   if (n == 0) return;
   trace::launched("relu2mul_fwd");
   cuda::detail::launch_decode(relu2mul_fwd_kernel, dim3(grid(n)), dim3(kThreads), 0, n, gate, up,
-                              y);  // PDL under LOCKSTEP_DECODE_PDL=1
+                              y);  // PDL unless LOCKSTEP_DECODE_PDL=0
   check_launch("relu2mul_fwd");
 }
 
@@ -168,7 +168,7 @@ void residual_fwd(std::size_t n, const float* a, const float* b, float* y) {
   const bool mutated = mutant() == Mutant::residual_flush_negative_zero;
   trace::launched(mutated ? "residual_fwd (mutant)" : "residual_fwd");
   cuda::detail::launch_decode(mutated ? residual_fwd_kernel<true> : residual_fwd_kernel<false>, dim3(grid(n)),
-                              dim3(kThreads), 0, n, a, b, y);  // PDL under LOCKSTEP_DECODE_PDL=1
+                              dim3(kThreads), 0, n, a, b, y);  // PDL unless LOCKSTEP_DECODE_PDL=0
   check_launch("residual_fwd");
 }
 

@@ -323,7 +323,7 @@ void launch_v2_as(const V2Args& a, unsigned blocks, bool pdl) {
     attribute_set = true;
   }
   if (!pdl) {
-    LS_LAUNCH_PDL(kernel, dim3(blocks), dim3(kV2Threads), bytes, a);  // programmatic under LOCKSTEP_DECODE_PDL=1
+    LS_LAUNCH_PDL(kernel, dim3(blocks), dim3(kV2Threads), bytes, a);  // programmatic unless LOCKSTEP_DECODE_PDL=0
   } else if (detail::launch_programmatic(kernel, dim3(blocks), dim3(kV2Threads), static_cast<std::size_t>(bytes), a) !=
              cudaSuccess) {
     check_launch("ternary_gemv v2 (PDL)");
