@@ -1,8 +1,10 @@
 #include "lockstep/infer/sample.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <numeric>
 #include <stdexcept>
 
@@ -49,53 +51,70 @@ void check_logits(std::span<const float> logits) {
 }
 }  // namespace
 
+namespace {
+// 8 floats / 8 ids in one value (GCC's and clang's vector extension: the
+// compares give -1/0 lanes, which select by bit masks; x86 builds lower it to
+// AVX2 or AVX-512 compares and blends, others to whatever they have).
+typedef float Floats8 __attribute__((vector_size(32)));
+typedef std::int32_t Ints8 __attribute__((vector_size(32)));
+Ints8 pick(Ints8 mask, Ints8 yes, Ints8 no) { return (yes & mask) | (no & ~mask); }
+}  // namespace
+
 std::int32_t argmax(std::span<const float> logits) {
-  // One pass in kLanes independent lanes (lane j sees ids j, j + kLanes, ...),
-  // so the compares vectorize: a serial `if (x > best)` chain over a 128,256-id
-  // head took ~100-400 us, as long as a tenth of a GPU decode pass. Each lane
-  // keeps its first maximum (strict >), and the lanes are joined lowest id
-  // first on ties, so the answer is the serial loop's: the largest logit, the
-  // lowest id among equals (-0 and +0 equal). NaN and +inf are refused in the
-  // same pass (a NaN compares false, so it never becomes a lane's best).
+  // Two groups of 8 lanes (lane j sees ids j, j + 16, j + 32, ...), so the
+  // compares run as vector instructions: a serial `if (x > best)` chain over a
+  // 128,256-id head took ~100 us on the host, the compiler vectorizing none
+  // of the scalar forms tried (17 us here; docs/perf/DECODE_CUDA.md §21). Each
+  // lane keeps its first maximum (strict >), and the lanes are joined lowest
+  // id first on ties, so the answer is the serial loop's: the largest logit,
+  // the lowest id among equals (-0 and +0 equal; all -inf: id 0). NaN and +inf
+  // are refused in the same pass (a NaN compares false: never a lane's best).
   if (logits.empty()) throw std::runtime_error("sampling: no logits");
+  if (logits.size() > static_cast<std::size_t>(INT32_MAX)) throw std::runtime_error("sampling: over 2^31 logits");
   constexpr std::size_t kLanes = 16;
   const std::size_t n = logits.size(), full = n / kLanes * kLanes;
-  float best[kLanes];
-  std::uint32_t at[kLanes];
-  for (std::size_t j = 0; j < kLanes; ++j) {
-    best[j] = -INFINITY;
-    at[j] = static_cast<std::uint32_t>(j);
+  Floats8 best[2], inf;
+  Ints8 at[2], id[2], bad = {};
+  for (int j = 0; j < 8; ++j) {
+    best[0][j] = best[1][j] = -INFINITY;
+    inf[j] = INFINITY;
+    at[0][j] = id[0][j] = j;
+    at[1][j] = id[1][j] = j + 8;
   }
-  bool bad = false;
   for (std::size_t i = 0; i < full; i += kLanes)
-    for (std::size_t j = 0; j < kLanes; ++j) {
-      const float x = logits[i + j];
-      bad |= !(x < INFINITY);  // NaN or +inf
-      const bool more = x > best[j];
-      best[j] = more ? x : best[j];
-      at[j] = more ? static_cast<std::uint32_t>(i + j) : at[j];
+    for (int h = 0; h < 2; ++h) {
+      Floats8 x;
+      std::memcpy(&x, logits.data() + i + 8 * static_cast<std::size_t>(h), sizeof x);
+      bad |= ~(x < inf);  // NaN or +inf
+      const Ints8 more = x > best[h];
+      best[h] = std::bit_cast<Floats8>(pick(more, std::bit_cast<Ints8>(x), std::bit_cast<Ints8>(best[h])));
+      at[h] = pick(more, id[h], at[h]);
+      id[h] += kLanes;
     }
-  if (bad) check_logits(logits);  // names the first bad id
-  std::size_t id = 0;
+  bool any_bad = false;
+  for (int j = 0; j < 8; ++j) any_bad |= bad[j] != 0;
+  for (std::size_t i = full; i < n; ++i) any_bad |= !(logits[i] < INFINITY);
+  if (any_bad) check_logits(logits);  // names the first bad id
+  std::size_t top_id = 0;
   float top = -INFINITY;
   bool any = false;
-  for (std::size_t j = 0; j < kLanes; ++j)
-    if (full > 0 && (!any || best[j] > top || (best[j] == top && at[j] < id))) {
-      // a lane that saw only -inf keeps its first id: the serial loop's answer
-      // when every logit is -inf is id 0, lane 0's
-      top = best[j];
-      id = at[j];
-      any = true;
-    }
-  for (std::size_t i = full; i < n; ++i) {
-    if (!(logits[i] < INFINITY)) check_logits(logits);
+  if (full > 0)
+    for (int h = 0; h < 2; ++h)
+      for (int j = 0; j < 8; ++j) {
+        const auto a = static_cast<std::size_t>(at[h][j]);
+        if (!any || best[h][j] > top || (best[h][j] == top && a < top_id)) {
+          top = best[h][j];
+          top_id = a;
+          any = true;
+        }
+      }
+  for (std::size_t i = full; i < n; ++i)  // the tail's ids follow every lane's
     if (!any || logits[i] > top) {
       top = logits[i];
-      id = i;
+      top_id = i;
       any = true;
     }
-  }
-  return static_cast<std::int32_t>(id);
+  return static_cast<std::int32_t>(top_id);
 }
 
 std::vector<Candidate> candidates(std::span<const float> logits, const SamplingOptions& opt) {
