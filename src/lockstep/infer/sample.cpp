@@ -1,7 +1,6 @@
 #include "lockstep/infer/sample.hpp"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -54,10 +53,10 @@ void check_logits(std::span<const float> logits) {
 namespace {
 // 8 floats / 8 ids in one value (GCC's and clang's vector extension: the
 // compares give -1/0 lanes, which select by bit masks; x86 builds lower it to
-// AVX2 or AVX-512 compares and blends, others to whatever they have).
+// AVX2 or AVX-512 compares and blends, others to whatever they have). No
+// function takes or returns one: without AVX that would change the ABI.
 typedef float Floats8 __attribute__((vector_size(32)));
 typedef std::int32_t Ints8 __attribute__((vector_size(32)));
-Ints8 pick(Ints8 mask, Ints8 yes, Ints8 no) { return (yes & mask) | (no & ~mask); }
 }  // namespace
 
 std::int32_t argmax(std::span<const float> logits) {
@@ -87,8 +86,9 @@ std::int32_t argmax(std::span<const float> logits) {
       std::memcpy(&x, logits.data() + i + 8 * static_cast<std::size_t>(h), sizeof x);
       bad |= ~(x < inf);  // NaN or +inf
       const Ints8 more = x > best[h];
-      best[h] = std::bit_cast<Floats8>(pick(more, std::bit_cast<Ints8>(x), std::bit_cast<Ints8>(best[h])));
-      at[h] = pick(more, id[h], at[h]);
+      best[h] = reinterpret_cast<Floats8>((reinterpret_cast<Ints8>(x) & more) |
+                                          (reinterpret_cast<Ints8>(best[h]) & ~more));
+      at[h] = (id[h] & more) | (at[h] & ~more);
       id[h] += kLanes;
     }
   bool any_bad = false;
