@@ -43,9 +43,11 @@ void set_decode_attention_version(int version);
 // (rows × query heads) would not fill the device's SMs, else v1 — measured on
 // the H200 (session 10, docs/perf/DECODE_CUDA.md §12, §13): v2 with the
 // epilogues gained 8.6% at batch 1 (20 CTAs of v1), while batch 32 and the
-// prefill fell 18% under v2 everywhere. v3 (§18) replaces v2 here once
-// measured: kAutoSmallBatchAttention = kDecodeAttentionV3 is the one line.
-inline constexpr int kAutoSmallBatchAttention = 2;
+// prefill fell 18% under v2 everywhere. v3 (§18, scores and fold in one
+// launch) replaced v2 here in session 17: with early launch and PDL on, the
+// batch-1 graph's device time 1,677 µs under v3 against 1,725-1,728 under v2
+// (H100, one process, §21).
+inline constexpr int kAutoSmallBatchAttention = kDecodeAttentionV3;
 constexpr int auto_decode_attention(std::size_t rows, std::size_t q_heads, std::size_t sms) {
   return rows * q_heads < sms ? kAutoSmallBatchAttention : 1;
 }
