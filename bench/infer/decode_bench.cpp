@@ -233,6 +233,7 @@ void apply_variant(const Variant& v) {
   cl::set_decode_epilogues(-1);
   cl::set_decode_norm_gemv(-1);
   lockstep::cuda::graph::set_early_launch(-1);
+  lockstep::cuda::set_pinned_readback(-1);
   for (const auto& [key, value] : v.choices) {
     if (key == "pdl") lockstep::cuda::set_decode_pdl(on_off(key, value));
     else if (key == "head") cl::set_head_gemv_version(version_of(key, value, {"v1", "v2", "v2wide"}));
@@ -242,6 +243,7 @@ void apply_variant(const Variant& v) {
     else if (key == "epilogues") cl::set_decode_epilogues(on_off(key, value));
     else if (key == "normgemv") cl::set_decode_norm_gemv(on_off(key, value));
     else if (key == "early") lockstep::cuda::graph::set_early_launch(on_off(key, value));
+    else if (key == "pinned") lockstep::cuda::set_pinned_readback(on_off(key, value));
     else throw std::invalid_argument("--variants: unknown key '" + key + "' in variant " + v.name);
   }
 }

@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -111,11 +113,51 @@ void copy_to_device(void* dst, const void* src, std::size_t bytes) {
   profile::mark("(copy to device: host waits)");
   check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "copy to device");
 }
+namespace {
+// The readback stage (set_pinned_readback): page-locked, grown to the largest
+// copy it served, kept for the process. Readbacks of kPinnedReadbackMax bytes
+// or more (checkpoints' weights) copy straight into pageable memory.
+constexpr std::size_t kPinnedReadbackMax = std::size_t{64} << 20;
+std::mutex g_stage_mutex;
+void* g_stage = nullptr;
+std::size_t g_stage_bytes = 0;
+std::atomic<int> g_pinned_readback{-1};  // -1: the environment's
+bool pinned_readback() {
+  const int set = g_pinned_readback.load();
+  if (set >= 0) return set != 0;
+  static const bool env_on = [] {
+    const char* env = std::getenv("LOCKSTEP_PINNED_READBACK");
+    return env == nullptr || std::strcmp(env, "0") != 0;
+  }();
+  return env_on;
+}
+}  // namespace
+
+void set_pinned_readback(int on) { g_pinned_readback.store(on < 0 ? -1 : (on != 0 ? 1 : 0)); }
+
 void copy_to_host(void* dst, const void* src, std::size_t bytes) {
   if (!bytes) return;
   g_host_waits.fetch_add(1, std::memory_order_relaxed);
   profile::mark("(copy to host: host waits)");
-  check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "copy to host");
+  if (bytes >= kPinnedReadbackMax || !pinned_readback()) {
+    check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "copy to host");
+    return;
+  }
+  // Through the page-locked stage: one DMA at the link's rate, then a host
+  // copy, where a pageable destination makes the driver stage it in pieces
+  // (a decode pass's logits, 513 KB at batch 1: docs/perf/DECODE_CUDA.md §21).
+  std::lock_guard<std::mutex> lock(g_stage_mutex);
+  if (g_stage_bytes < bytes) {
+    if (g_stage != nullptr) check(cudaFreeHost(g_stage), "cudaFreeHost of the readback stage");
+    g_stage = nullptr;
+    g_stage_bytes = 0;
+    check(cudaHostAlloc(&g_stage, bytes, cudaHostAllocDefault),
+          "cudaHostAlloc of a " + std::to_string(bytes) + "-byte readback stage");
+    g_stage_bytes = bytes;
+  }
+  check(cudaMemcpyAsync(g_stage, src, bytes, cudaMemcpyDeviceToHost, cudaStreamPerThread), "copy to host");
+  check(cudaStreamSynchronize(cudaStreamPerThread), "copy to host");
+  std::memcpy(dst, g_stage, bytes);
 }
 void copy_on_device(void* dst, const void* src, std::size_t bytes) {
   if (!bytes) return;

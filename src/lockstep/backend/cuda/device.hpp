@@ -25,6 +25,10 @@ void* device_alloc(std::size_t bytes);  // throws std::runtime_error naming the 
 void device_free(void* p) noexcept;
 void copy_to_device(void* dst, const void* src, std::size_t bytes);
 void copy_to_host(void* dst, const void* src, std::size_t bytes);
+// Whether copy_to_host goes through a page-locked stage (copies under 64 MB):
+// on unless LOCKSTEP_PINNED_READBACK=0, or as set here (-1: the environment's,
+// 0 off, 1 on; decode_bench's variant key `pinned`).
+void set_pinned_readback(int on);
 void copy_on_device(void* dst, const void* src, std::size_t bytes);  // in stream order: no host wait
 // An asynchronous copy from page-locked host memory (PinnedBuffer), in stream
 // order: the host goes on at once and must not touch `src` until the device is
