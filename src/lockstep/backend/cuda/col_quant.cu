@@ -157,7 +157,7 @@ __global__ void __launch_bounds__(256) strip_maxima_sums(const float* __restrict
   }
 }
 
-// Pass 2 ("v1", LOCKSTEP_COL_CODES unset or v1; v2 is col_quant_codes.cu's,
+// Pass 2 ("v1", LOCKSTEP_COL_CODES=v1; v2, the default, is col_quant_codes.cu's,
 // the same bits with the loads overlapped): block (strip of 32 columns, 512 rows). The chunks' summaries of the
 // strip, joined in row order from the fold's start (+0): warp w joins a
 // contiguous run of chunks, warp 0 the 8 runs. Then m = max2(fold, floor_x),
@@ -267,7 +267,9 @@ void col_quant_sums_kernel_force(int kernel) { force_kernel(g_sums_forced, kerne
 
 int col_quant_codes_kernel() {
   if (g_codes_forced != 0) return g_codes_forced;
-  static const int from_env = kernel_from_env("LOCKSTEP_COL_CODES", 2, 1,
+  // v2 by default since session 17 (H100: the units step 126.6/126.5 -> 124.9/125.2 ms, alternated runs;
+  // per call faster at every GPT-2 shape; docs/perf/TRAIN_CUDA.md)
+  static const int from_env = kernel_from_env("LOCKSTEP_COL_CODES", 2, 2,
                                               "a steps-and-codes kernel (v1: sub-tiles one after another, v2: the "
                                               "next sub-tile's loads overlapped)");
   return from_env;
