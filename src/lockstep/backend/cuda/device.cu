@@ -151,8 +151,14 @@ void copy_to_host(void* dst, const void* src, std::size_t bytes) {
     if (g_stage != nullptr) check(cudaFreeHost(g_stage), "cudaFreeHost of the readback stage");
     g_stage = nullptr;
     g_stage_bytes = 0;
-    check(cudaHostAlloc(&g_stage, bytes, cudaHostAllocDefault),
-          "cudaHostAlloc of a " + std::to_string(bytes) + "-byte readback stage");
+    if (cudaHostAlloc(&g_stage, bytes, cudaHostAllocDefault) != cudaSuccess) {
+      // No page-locked memory to be had (a limit on locked pages): the copy
+      // goes straight to pageable memory, as with the stage off.
+      (void)cudaGetLastError();
+      g_stage = nullptr;
+      check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "copy to host");
+      return;
+    }
     g_stage_bytes = bytes;
   }
   check(cudaMemcpyAsync(g_stage, src, bytes, cudaMemcpyDeviceToHost, cudaStreamPerThread), "copy to host");
