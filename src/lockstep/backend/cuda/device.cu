@@ -2,6 +2,7 @@
 // into exceptions, the poison fill, and the allocation counters.
 #include "lockstep/backend/cuda/device.hpp"
 #include "lockstep/backend/cuda/device_pool.hpp"
+#include "lockstep/backend/cuda/env_choice.hpp"
 #include "lockstep/backend/cuda/trace_launch.hpp"
 #include "lockstep/backend/cuda/profile.hpp"
 
@@ -9,7 +10,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <stdexcept>
@@ -125,11 +125,24 @@ std::atomic<int> g_pinned_readback{-1};  // -1: the environment's
 bool pinned_readback() {
   const int set = g_pinned_readback.load();
   if (set >= 0) return set != 0;
-  static const bool env_on = [] {
-    const char* env = std::getenv("LOCKSTEP_PINNED_READBACK");
-    return env == nullptr || std::strcmp(env, "0") != 0;
-  }();
+  static const bool env_on = env_on_unless_zero("LOCKSTEP_PINNED_READBACK");
   return env_on;
+}
+// The stage, grown to `bytes` if it is smaller; nullptr when no page-locked
+// memory is to be had (a limit on locked pages): the caller copies straight
+// to pageable memory then, as with the stage off. Under g_stage_mutex.
+void* stage_of(std::size_t bytes) {
+  if (g_stage_bytes >= bytes) return g_stage;
+  if (g_stage != nullptr) check(cudaFreeHost(g_stage), "cudaFreeHost of the readback stage");
+  g_stage = nullptr;
+  g_stage_bytes = 0;
+  if (cudaHostAlloc(&g_stage, bytes, cudaHostAllocDefault) != cudaSuccess) {
+    (void)cudaGetLastError();
+    g_stage = nullptr;
+    return nullptr;
+  }
+  g_stage_bytes = bytes;
+  return g_stage;
 }
 }  // namespace
 
@@ -139,31 +152,19 @@ void copy_to_host(void* dst, const void* src, std::size_t bytes) {
   if (!bytes) return;
   g_host_waits.fetch_add(1, std::memory_order_relaxed);
   profile::mark("(copy to host: host waits)");
-  if (bytes >= kPinnedReadbackMax || !pinned_readback()) {
-    check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "copy to host");
-    return;
-  }
   // Through the page-locked stage: one DMA at the link's rate, then a host
   // copy, where a pageable destination makes the driver stage it in pieces
   // (a decode pass's logits, 513 KB at batch 1: docs/perf/DECODE_CUDA.md §21).
-  std::lock_guard<std::mutex> lock(g_stage_mutex);
-  if (g_stage_bytes < bytes) {
-    if (g_stage != nullptr) check(cudaFreeHost(g_stage), "cudaFreeHost of the readback stage");
-    g_stage = nullptr;
-    g_stage_bytes = 0;
-    if (cudaHostAlloc(&g_stage, bytes, cudaHostAllocDefault) != cudaSuccess) {
-      // No page-locked memory to be had (a limit on locked pages): the copy
-      // goes straight to pageable memory, as with the stage off.
-      (void)cudaGetLastError();
-      g_stage = nullptr;
-      check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "copy to host");
+  if (bytes < kPinnedReadbackMax && pinned_readback()) {
+    std::lock_guard<std::mutex> lock(g_stage_mutex);
+    if (void* stage = stage_of(bytes)) {
+      check(cudaMemcpyAsync(stage, src, bytes, cudaMemcpyDeviceToHost, cudaStreamPerThread), "copy to host");
+      check(cudaStreamSynchronize(cudaStreamPerThread), "copy to host");
+      std::memcpy(dst, stage, bytes);
       return;
     }
-    g_stage_bytes = bytes;
   }
-  check(cudaMemcpyAsync(g_stage, src, bytes, cudaMemcpyDeviceToHost, cudaStreamPerThread), "copy to host");
-  check(cudaStreamSynchronize(cudaStreamPerThread), "copy to host");
-  std::memcpy(dst, g_stage, bytes);
+  check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "copy to host");
 }
 void copy_on_device(void* dst, const void* src, std::size_t bytes) {
   if (!bytes) return;

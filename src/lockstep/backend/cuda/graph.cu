@@ -1,12 +1,11 @@
 // Definitions of graph.hpp.
 #include "lockstep/backend/cuda/graph.hpp"
+#include "lockstep/backend/cuda/env_choice.hpp"
 
 #include <cuda_runtime.h>
 
 #include <atomic>
 #include <mutex>
-#include <cstdlib>
-#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -62,16 +61,14 @@ Timing& timing() {
 bool enabled() {
   const int set = g_enabled.load();
   if (set >= 0) return set != 0;
-  const char* env = std::getenv("LOCKSTEP_CUDA_GRAPHS");
-  return env == nullptr || std::strcmp(env, "0") != 0;
+  return env_on_unless_zero("LOCKSTEP_CUDA_GRAPHS");
 }
 void set_enabled(int on) { g_enabled.store(on < 0 ? -1 : (on != 0 ? 1 : 0)); }
 
 bool early_launch() {
   const int set = g_early.load();
   if (set >= 0) return set != 0;
-  const char* env = std::getenv("LOCKSTEP_DECODE_GRAPH_EARLY");  // on unless =0 (DECODE_CUDA.md §21)
-  return env == nullptr || std::strcmp(env, "0") != 0;
+  return env_on_unless_zero("LOCKSTEP_DECODE_GRAPH_EARLY");  // on unless =0 (DECODE_CUDA.md §21)
 }
 void set_early_launch(int on) { g_early.store(on < 0 ? -1 : (on != 0 ? 1 : 0)); }
 

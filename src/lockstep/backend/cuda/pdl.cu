@@ -2,10 +2,9 @@
 // the kernels' launchers that call it (from liblockstep.a a test binary that
 // pulls no other pdl.hpp symbol did not link: note_programmatic_launch).
 #include "lockstep/backend/cuda/pdl.hpp"
+#include "lockstep/backend/cuda/env_choice.hpp"
 
 #include <atomic>
-#include <cstdlib>
-#include <cstring>
 
 namespace lockstep::cuda {
 namespace {
@@ -17,12 +16,9 @@ std::atomic<long> g_programmatic{0};
 bool decode_pdl() {
   const int set = g_decode_pdl.load();
   if (set >= 0) return set != 0;
-  static const bool env_on = [] {  // read once: asked at every launch of the pass
-    // on unless LOCKSTEP_DECODE_PDL=0 (session 17 measured it faster on the
-    // H100 with early launch: docs/perf/DECODE_CUDA.md §21)
-    const char* env = std::getenv("LOCKSTEP_DECODE_PDL");
-    return env == nullptr || std::strcmp(env, "0") != 0;
-  }();
+  // read once: asked at every launch of the pass; on unless LOCKSTEP_DECODE_PDL=0
+  // (session 17 measured it faster on the H100 with early launch: docs/perf/DECODE_CUDA.md §21)
+  static const bool env_on = env_on_unless_zero("LOCKSTEP_DECODE_PDL");
   return env_on;
 }
 void set_decode_pdl(int on) { g_decode_pdl.store(on < 0 ? -1 : (on != 0 ? 1 : 0)); }
